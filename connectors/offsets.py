@@ -1,0 +1,58 @@
+"""`OffsetRange`: the unit a batch is made of. Start inclusive, end exclusive."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, order=True)
+class OffsetRange:
+    """Records `[from_offset, until_offset)` of one topic partition."""
+
+    topic: str
+    partition: int
+    from_offset: int
+    until_offset: int
+
+    def __post_init__(self) -> None:
+        if self.from_offset < 0 or self.until_offset < self.from_offset:
+            msg = (
+                f"offset range {self.topic}-{self.partition} is invalid: "
+                f"from={self.from_offset} until={self.until_offset}; "
+                "expected 0 <= from <= until"
+            )
+            raise ValueError(msg)
+
+    @property
+    def count(self) -> int:
+        """How many offsets the range spans (records may be fewer: gaps, control records)."""
+        return self.until_offset - self.from_offset
+
+    @property
+    def topic_partition(self) -> tuple[str, int]:
+        return (self.topic, self.partition)
+
+    def split(self, pieces: int) -> list[OffsetRange]:
+        """Cut the range into at most `pieces` contiguous, non-empty parts of near-equal size."""
+        pieces = max(1, min(pieces, self.count))
+        size, extra = divmod(self.count, pieces)
+        parts: list[OffsetRange] = []
+        start = self.from_offset
+        for index in range(pieces):
+            end = start + size + (1 if index < extra else 0)
+            parts.append(OffsetRange(self.topic, self.partition, start, end))
+            start = end
+        return parts
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic,
+            "partition": self.partition,
+            "from": self.from_offset,
+            "until": self.until_offset,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> OffsetRange:
+        return cls(str(data["topic"]), int(data["partition"]), int(data["from"]), int(data["until"]))

@@ -1,0 +1,6 @@
+"""`python -m service` is the `dstreams` command."""
+
+from service.cli import main
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,42 @@
+"""One root exception for the project, with a subclass per kind of failure.
+
+Messages say what was expected, what was found, and what to do about it.
+"""
+
+from __future__ import annotations
+
+
+class DStreamsError(Exception):
+    """Root of every error this project raises on purpose."""
+
+
+class ConfigError(DStreamsError):
+    """The configuration is invalid; raised at start-up, before any work."""
+
+
+class JournalError(DStreamsError):
+    """The master-state journal cannot be used as it is."""
+
+
+class JournalCorrupt(JournalError):
+    """A journal record in the middle of the journal fails its checksum or cannot be parsed."""
+
+
+class FencedOut(JournalError):
+    """A newer driver holds a higher epoch; this driver must stop at once."""
+
+
+class OffsetGap(DStreamsError):
+    """Journaled offset ranges are not contiguous (a gap or an overlap between batches)."""
+
+
+class DataLoss(DStreamsError):
+    """Offsets that a batch needs were deleted by retention before they were read."""
+
+
+class GraphChanged(DStreamsError):
+    """The job's graph differs from the one that wrote the journal."""
+
+
+class SinkError(DStreamsError):
+    """A sink could not write or commit a batch."""

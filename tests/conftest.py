@@ -1,0 +1,42 @@
+"""Fixtures shared by every tier. Each real component is started once per session and stopped
+by PID; tests get unique topic, group and table names."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+# Pinned before any SparkContext exists so that hash partitioning is identical on every run.
+os.environ.setdefault("PYTHONHASHSEED", "0")
+
+
+@pytest.fixture
+def unique_name(request: pytest.FixtureRequest) -> str:
+    """A short name unique to this test, usable as a topic, group or table name."""
+    base = "".join(ch if ch.isalnum() else "_" for ch in request.node.name)[:40]
+    return f"{base}_{uuid.uuid4().hex[:8]}".lower()
+
+
+# --- Spark -----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def spark_context() -> Iterator[Any]:
+    """One local SparkContext for the whole session (local[2], UI off, fixed hash seed)."""
+    from service.spark import create_spark_context
+
+    sc = create_spark_context(app_name="dstreams-tests", master="local[2]")
+    yield sc
+    sc.stop()
+
+
+@pytest.fixture
+def sc(spark_context: Any) -> Iterator[Any]:
+    """The session SparkContext with fresh state: cached RDDs are unpersisted after the test."""
+    yield spark_context
+    for rdd in list(spark_context._jsc.getPersistentRDDs().values()):
+        rdd.unpersist()
