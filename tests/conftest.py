@@ -40,3 +40,31 @@ def sc(spark_context: Any) -> Iterator[Any]:
     yield spark_context
     for rdd in list(spark_context._jsc.getPersistentRDDs().values()):
         rdd.unpersist()
+
+
+# --- Tiers -----------------------------------------------------------------------------------
+
+_TIER_OF_FOLDER = {
+    "unit": "unit",
+    "spark": "spark",
+    "kafka": "kafka",
+    "postgres": "postgres",
+    "chaos": "chaos",
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test with the tier named by its folder, so `-m unit` needs no per-file marks."""
+    for item in items:
+        folder = item.path.parent.name
+        tier = _TIER_OF_FOLDER.get(folder)
+        if tier is not None:
+            item.add_marker(getattr(pytest.mark, tier))
+
+
+# --- Kafka (see service/dev/kafka_cluster.py) -------------------------------------------------
+# (kafka fixtures go here)
+
+
+# --- PostgreSQL (see service/dev/postgres_server.py) ------------------------------------------
+# (postgres fixtures go here)
