@@ -1,0 +1,119 @@
+"""`StreamingContext`: the entry point a job uses to build its graph of DStreams.
+
+A job is a plain function `build(ctx)` that asks the context for sources, chains operators and
+declares outputs. The context only holds the graph; running it is `service.engine`'s work.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from typing import Any
+
+from service.dstream import DStream
+from service.errors import ConfigError
+from service.outputs import Output
+from service.sources import InputDStream, KafkaInputDStream, QueueInputDStream
+from sinks.base import Sink
+
+SinkFactory = Callable[[str], Sink]
+SourceFactory = Callable[["StreamingContext", str], KafkaInputDStream]
+
+
+class StreamingContext:
+    """Holds one job's graph: input streams, derived streams and output operations."""
+
+    def __init__(
+        self,
+        sc: Any,
+        app_id: str,
+        batch_interval_ms: int,
+        default_partitions: int = 4,
+        sink_factory: SinkFactory | None = None,
+        source_factory: SourceFactory | None = None,
+    ) -> None:
+        if batch_interval_ms <= 0:
+            msg = f"batch interval must be positive, got {batch_interval_ms} ms"
+            raise ConfigError(msg)
+        self.sc = sc
+        self.app_id = app_id
+        self.batch_interval_ms = batch_interval_ms
+        self.default_partitions = default_partitions
+        self.streams: list[DStream] = []
+        self.inputs: list[InputDStream] = []
+        self.outputs: list[Output] = []
+        self.rate_override: float | None = None
+        self.dead_letters_enabled = False
+        self.input_counters: Any = None
+        self._sink_factory = sink_factory
+        self._source_factory = source_factory
+        self._sources_by_name: dict[str, InputDStream] = {}
+
+    # --- graph building -------------------------------------------------------------------
+
+    def register(self, stream: DStream) -> int:
+        self.streams.append(stream)
+        if isinstance(stream, InputDStream):
+            self.inputs.append(stream)
+        return len(self.streams) - 1
+
+    def queue_stream(self, batches: list[list[Any]], name: str = "queue") -> DStream:
+        """A test source: the n-th batch reads `batches[n]` (an empty list after the last)."""
+        stream = QueueInputDStream(self, name, batches)
+        self._sources_by_name[name] = stream
+        return stream
+
+    def source(self, name: str) -> DStream:
+        """The decoded values of the Kafka source configured under `name`."""
+        return self.kafka_records(name).values()
+
+    def kafka_records(self, name: str) -> KafkaInputDStream:
+        """The raw records (with topic, partition, offset, decode errors) of source `name`."""
+        existing = self._sources_by_name.get(name)
+        if isinstance(existing, KafkaInputDStream):
+            return existing
+        if self._source_factory is None:
+            msg = f"source {name!r} was asked for, but this context has no Kafka configuration"
+            raise ConfigError(msg)
+        stream = self._source_factory(self, name)
+        self._sources_by_name[name] = stream
+        return stream
+
+    def add_output(self, output: Output) -> None:
+        if any(existing.name == output.name for existing in self.outputs):
+            msg = f"output {output.name!r} is declared twice; give each output its own name"
+            raise ConfigError(msg)
+        self.outputs.append(output)
+
+    def configured_sink(self, name: str) -> Sink:
+        if self._sink_factory is None:
+            msg = f"output {name!r} names no sink and this context has no configured sinks"
+            raise ConfigError(msg)
+        return self._sink_factory(name)
+
+    # --- identity -------------------------------------------------------------------------
+
+    def fingerprint(self) -> str:
+        """A hash of what shapes output: operators, partition counts, outputs and their sinks.
+
+        A recovering driver compares it with the journal's, because replaying journaled ranges
+        through a different graph would silently write different data under the same keys.
+        """
+        return hashlib.sha256(self.graph_json().encode()).hexdigest()[:16]
+
+    def graph_json(self) -> str:
+        graph = {
+            "streams": [stream.describe() for stream in self.streams],
+            "outputs": [output.describe() for output in self.outputs],
+        }
+        return json.dumps(graph, sort_keys=True, default=str)
+
+    # --- per-batch bookkeeping ------------------------------------------------------------
+
+    def forget(self, batch_time: int) -> None:
+        """Releases RDDs and plans of batches up to `batch_time`; they will not be read again."""
+        for stream in self.streams:
+            stream.forget(batch_time)
+        for source in self.inputs:
+            source.forget_plan(batch_time)

@@ -1,0 +1,55 @@
+"""Operator bodies: plain top-level functions with no Spark import.
+
+They pickle by reference and are unit-tested without a JVM. The graph in `service.dstream` wires
+them into RDD transformations.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+def pair_with_one(value: T) -> tuple[T, int]:
+    """`x -> (x, 1)`: the first half of counting by value."""
+    return (value, 1)
+
+
+def add(left: Any, right: Any) -> Any:
+    return operator.add(left, right)
+
+
+def count_iterator(rows: Iterable[Any]) -> Iterator[tuple[None, int]]:
+    """One `(None, n)` per partition: the per-partition half of a stream-wide count."""
+    yield (None, sum(1 for _ in rows))
+
+
+def second(pair: tuple[Any, V]) -> V:
+    return pair[1]
+
+
+def key_by_position(index: int, rows: Iterable[T]) -> Iterator[tuple[tuple[int, int], T]]:
+    """Keys each row by (partition, position) so a repartition spreads rows the same way on replay."""
+    for position, row in enumerate(rows):
+        yield ((index, position), row)
+
+
+def apply_to_values(
+    function: Callable[[V], Any],
+) -> Callable[[tuple[K, V]], tuple[K, Any]]:
+    """Lifts `f` to `(k, v) -> (k, f(v))`."""
+
+    def mapped(pair: tuple[K, V]) -> tuple[K, Any]:
+        return (pair[0], function(pair[1]))
+
+    return mapped
+
+
+def words_of(line: str) -> list[str]:
+    """Splits a line on white space and lower-cases it: the word-count example's tokenizer."""
+    return line.lower().split()

@@ -1,0 +1,118 @@
+"""Output operations: the only places where a batch's RDDs are turned into Spark jobs.
+
+A `SinkOutput` runs one job per batch in which task `p` writes partition `p` under
+`BatchKey(app, output, t, p)`; the sink makes that idempotent. Afterwards the driver calls
+`sink.commit`. A batch whose input is certainly empty skips the job and commits zero partitions,
+which is deterministic because emptiness is decided from the journaled plan, not from data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from service.dstream import BatchFunction, DStream
+from sinks.base import BatchKey, Sink
+
+
+@dataclass(frozen=True)
+class OutputResult:
+    """What one output operation did for one batch."""
+
+    name: str
+    partitions: int
+    rows: int
+    skipped_partitions: int
+
+
+class SinkOutput:
+    """`stream.write(name, sink)`: exactly-once delivery of every batch to `sink`."""
+
+    exactly_once = True
+
+    def __init__(self, stream: DStream, name: str, sink: Sink) -> None:
+        self.stream = stream
+        self.name = name
+        self.sink = sink
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "stream": self.stream.node_id, "sink": type(self.sink).__name__}
+
+    def setup(self, app: str) -> None:
+        self.sink.setup(app, self.name)
+
+    def run(self, app: str, batch_time: int) -> OutputResult:
+        if self.stream.is_empty(batch_time):
+            return OutputResult(self.name, 0, 0, 0)
+        rdd = self.stream.rdd_at(batch_time)
+        if getattr(self.sink, "driver_side", False):
+            reports = self._write_on_driver(rdd, app, batch_time)
+        else:
+            write = partial(write_partition, self.sink, app, self.name, batch_time)
+            reports = rdd.mapPartitionsWithIndex(write).collect()
+        rows = sum(report[1] for report in reports)
+        skipped = sum(1 for report in reports if report[2])
+        return OutputResult(self.name, len(reports), rows, skipped)
+
+    def commit(self, app: str, batch_time: int, result: OutputResult) -> None:
+        self.sink.commit(app, self.name, batch_time, result.partitions)
+
+    def _write_on_driver(self, rdd: Any, app: str, batch_time: int) -> list[tuple[int, int, bool]]:
+        """For sinks that live in the driver (console, tests): collect each partition, then write."""
+        parts = rdd.mapPartitionsWithIndex(collect_partition).collect()
+        reports = []
+        for index, rows in parts:
+            result = self.sink.write(BatchKey(app, self.name, batch_time, index), rows)
+            reports.append((index, result.rows, result.skipped))
+        return reports
+
+
+class ForeachBatchOutput:
+    """`stream.foreach_batch(fn)`: hands the batch's RDD to a driver-side function.
+
+    At-least-once: a replayed batch calls the function again. Use `write` for exactly-once.
+    """
+
+    exactly_once = False
+
+    def __init__(self, stream: DStream, function: BatchFunction, name: str) -> None:
+        self.stream = stream
+        self.function = function
+        self.name = name
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "stream": self.stream.node_id, "sink": "foreach_batch"}
+
+    def setup(self, app: str) -> None:
+        """Nothing to prepare: the function owns its destination."""
+
+    def run(self, app: str, batch_time: int) -> OutputResult:
+        rdd = self.stream.rdd_at(batch_time)
+        if self.stream.is_empty(batch_time):
+            rdd = self.stream.ctx.sc.emptyRDD()
+        self.function(rdd, batch_time)
+        return OutputResult(self.name, 0, 0, 0)
+
+    def commit(self, app: str, batch_time: int, result: OutputResult) -> None:
+        """Nothing to commit: the function ran to completion or raised."""
+
+
+Output = SinkOutput | ForeachBatchOutput
+
+
+def collect_partition(index: int, rows: Iterable[Any]) -> Iterator[tuple[int, list[Any]]]:
+    yield (index, list(rows))
+
+
+def write_partition(
+    sink: Sink, app: str, output: str, batch_time: int, index: int, rows: Iterable[Any]
+) -> Iterator[tuple[int, int, bool]]:
+    """Executor side: writes one partition and reports `(partition, rows, skipped)`."""
+    from service import faults
+
+    faults.crash_point("task-before-write")
+    result = sink.write(BatchKey(app, output, batch_time, index), rows)
+    faults.crash_point("task-after-write")
+    yield (index, result.rows, result.skipped)

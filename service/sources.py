@@ -1,0 +1,179 @@
+"""Input DStreams: what a batch reads is decided (planned) on the driver and journaled as data.
+
+A source plans batch `t` before any work runs; the plan is exported to the journal and can be
+imported back on recovery, so a replayed batch reads exactly what the first attempt read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from connectors.offsets import OffsetRange
+from service.dstream import RDD, DStream
+
+if TYPE_CHECKING:
+    from service.context import StreamingContext
+
+
+class InputDStream(DStream):
+    """A stream read from outside; plans, exports and imports what each batch covers."""
+
+    def __init__(self, ctx: StreamingContext, name: str, kind: str) -> None:
+        super().__init__(ctx, [], kind)
+        self.name = name
+        self.params["name"] = name
+
+    def plan(self, batch_time: int, interval_ms: int) -> None:
+        raise NotImplementedError
+
+    def export_plan(self, batch_time: int) -> tuple[list[OffsetRange], dict[str, Any]]:
+        """(offset ranges, other JSON data) that make batch `batch_time` reproducible."""
+        raise NotImplementedError
+
+    def import_plan(
+        self, batch_time: int, ranges: list[OffsetRange], extra: dict[str, Any]
+    ) -> None:
+        raise NotImplementedError
+
+    def forget_plan(self, batch_time: int) -> None:
+        """Drops plans up to and including `batch_time` once the batch is done."""
+
+
+class QueueInputDStream(InputDStream):
+    """A test source: batch n reads the n-th list given (empty once the lists run out).
+
+    Its plan is the index of the list, so a recovering driver replays the same lists.
+    """
+
+    def __init__(self, ctx: StreamingContext, name: str, batches: list[list[Any]]) -> None:
+        super().__init__(ctx, name, "queue")
+        self._batches = batches
+        self._next_index = 0
+        self._plans: dict[int, int] = {}
+
+    def plan(self, batch_time: int, interval_ms: int) -> None:
+        self._plans[batch_time] = self._next_index
+        self._next_index += 1
+
+    def export_plan(self, batch_time: int) -> tuple[list[OffsetRange], dict[str, Any]]:
+        return [], {f"queue:{self.name}": self._plans[batch_time]}
+
+    def import_plan(
+        self, batch_time: int, ranges: list[OffsetRange], extra: dict[str, Any]
+    ) -> None:
+        index = int(extra[f"queue:{self.name}"])
+        self._plans[batch_time] = index
+        self._next_index = max(self._next_index, index + 1)
+
+    def _rows(self, batch_time: int) -> list[Any]:
+        index = self._plans[batch_time]
+        return self._batches[index] if index < len(self._batches) else []
+
+    def is_empty(self, batch_time: int) -> bool:
+        return not self._rows(batch_time)
+
+    def compute(self, batch_time: int) -> RDD:
+        rows = self._rows(batch_time)
+        return self.ctx.sc.parallelize(rows, max(1, min(len(rows), self.ctx.default_partitions)))
+
+
+class KafkaInputDStream(InputDStream):
+    """Kafka records of the planned offset ranges, fetched by executors (never via the driver).
+
+    Elements are `connectors.reader.SourceRecord`s, including the ones that failed to decode;
+    `values()` keeps the decoded values only, `dead_letters()` the failures.
+    """
+
+    def __init__(
+        self,
+        ctx: StreamingContext,
+        name: str,
+        planner: Any,
+        consumer_conf: dict[str, str],
+        codec: str,
+        min_partitions: int,
+    ) -> None:
+        super().__init__(ctx, name, "kafka")
+        self.planner = planner
+        self._conf = consumer_conf
+        self._codec = codec
+        self._min_partitions = min_partitions
+        self._plans: dict[int, list[OffsetRange]] = {}
+        self.params["codec"] = codec
+
+    def plan(self, batch_time: int, interval_ms: int) -> None:
+        rate = self.ctx.rate_override
+        self._plans[batch_time] = self.planner.plan(batch_time, interval_ms, rate)
+
+    def export_plan(self, batch_time: int) -> tuple[list[OffsetRange], dict[str, Any]]:
+        return list(self._plans[batch_time]), {}
+
+    def import_plan(
+        self, batch_time: int, ranges: list[OffsetRange], extra: dict[str, Any]
+    ) -> None:
+        mine = [r for r in ranges if self.planner.owns(r.topic)]
+        self._plans[batch_time] = mine
+
+    def forget_plan(self, batch_time: int) -> None:
+        for t in [t for t in self._plans if t <= batch_time]:
+            del self._plans[t]
+
+    def ranges(self, batch_time: int) -> list[OffsetRange]:
+        return self._plans.get(batch_time, [])
+
+    def is_empty(self, batch_time: int) -> bool:
+        return all(r.count == 0 for r in self.ranges(batch_time))
+
+    def compute(self, batch_time: int) -> RDD:
+        from connectors.planner import split_ranges
+
+        pieces = split_ranges([r for r in self.ranges(batch_time) if r.count], self._min_partitions)
+        if not pieces:
+            return self.ctx.sc.emptyRDD()
+        slices = self.ctx.sc.parallelize([[piece] for piece in pieces], len(pieces))
+        counters = self.ctx.input_counters
+        read = partial(read_partition, self._conf, self._codec, counters)
+        rdd = slices.mapPartitions(read)
+        if self.ctx.dead_letters_enabled:
+            # Two jobs (outputs and dead letters) read this RDD; fetch from Kafka only once.
+            rdd = rdd.cache()
+        return rdd
+
+    def values(self) -> DStream:
+        stream = self._pipe("values", lambda rdd: rdd.filter(_decoded).map(_value_of))
+        return stream
+
+    def dead_letters(self) -> DStream:
+        return self._pipe("dead_letters", lambda rdd: rdd.filter(_failed))
+
+
+def read_partition(
+    conf: dict[str, str], codec: str, counters: Any, slices: Iterable[list[OffsetRange]]
+) -> Iterator[Any]:
+    """Executor side: reads this task's ranges and counts records and decode failures."""
+    from connectors.reader import read_ranges
+
+    ranges = [r for batch in slices for r in batch]
+    records = 0
+    failures = 0
+    for record in read_ranges(conf, ranges, codec):
+        records += 1
+        if record.error is not None:
+            failures += 1
+        yield record
+    if counters is not None:
+        counters.add({"records": records, "decode_errors": failures})
+
+
+def _decoded(record: Any) -> bool:
+    return record.error is None
+
+
+def _failed(record: Any) -> bool:
+    return record.error is not None
+
+
+def _value_of(record: Any) -> Any:
+    return record.value

@@ -1,0 +1,56 @@
+"""In-memory test sink: records every committed key and insists on idempotency.
+
+It runs on the driver (the output collects each partition's rows first), so tests can read it
+back directly. Writing a key twice with the same rows is skipped, as a real sink would; writing it
+twice with different rows is a determinism bug and fails loudly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from service.errors import SinkError
+from sinks.base import BatchKey, WriteResult
+
+
+class MemorySink:
+    """Keeps committed rows per `BatchKey` in this process."""
+
+    driver_side = True
+
+    def __init__(self) -> None:
+        self.parts: dict[BatchKey, list[Any]] = {}
+        self.committed: dict[tuple[str, int], int] = {}
+        self.duplicates_suppressed = 0
+
+    def setup(self, app: str, output: str) -> None:
+        """Nothing to create."""
+
+    def write(self, key: BatchKey, rows: Iterable[Any]) -> WriteResult:
+        incoming = list(rows)
+        existing = self.parts.get(key)
+        if existing is not None:
+            if sorted(map(repr, existing)) != sorted(map(repr, incoming)):
+                msg = (
+                    f"{key} was written twice with different rows: first {existing!r}, "
+                    f"then {incoming!r}; the graph is not deterministic"
+                )
+                raise SinkError(msg)
+            self.duplicates_suppressed += 1
+            return WriteResult(rows=0, skipped=True)
+        self.parts[key] = incoming
+        return WriteResult(rows=len(incoming))
+
+    def commit(self, app: str, output: str, batch_time: int, partitions: int) -> None:
+        self.committed[(output, batch_time)] = partitions
+
+    def batch_rows(self, output: str, batch_time: int) -> list[Any]:
+        """All rows of one batch of one output, in partition order."""
+        keys = sorted(k for k in self.parts if k.output == output and k.batch_time == batch_time)
+        return [row for key in keys for row in self.parts[key]]
+
+    def batches(self, output: str) -> list[list[Any]]:
+        """Rows per committed batch, in batch order (empty batches included)."""
+        times = sorted(t for (name, t) in self.committed if name == output)
+        return [self.batch_rows(output, t) for t in times]

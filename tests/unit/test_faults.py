@@ -1,0 +1,34 @@
+"""Crash points are inert unless named, and kill the process (no exception) when reached."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from service import faults
+
+
+def run_point(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    code = (
+        "from service import faults\n"
+        "for _ in range(3):\n"
+        "    faults.crash_point('before-ack')\n"
+        "    print('passed', flush=True)\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
+    )
+
+
+def test_unnamed_point_is_inert() -> None:
+    faults.crash_point("before-ack")  # must simply return
+
+
+def test_named_point_exits_like_a_kill(monkeypatch: object) -> None:
+    import os
+
+    env = {**os.environ, "DSTREAMS_CRASH_AT": "before-ack", "DSTREAMS_CRASH_AFTER": "2"}
+    result = run_point(env)
+    assert result.returncode == faults.CRASH_EXIT_CODE
+    assert result.stdout.count("passed") == 1
+    assert "before-ack" in result.stderr
