@@ -64,6 +64,41 @@ class StreamingContext:
         self._sources_by_name[name] = stream
         return stream
 
+    def kafka_stream(
+        self,
+        name: str,
+        kafka_conf: dict[str, Any],
+        *,
+        topics: list[str] | None = None,
+        pattern: str | None = None,
+        starting_offsets: Any = "earliest",
+        max_rate_per_partition: float | None = None,
+        min_partitions: int = 1,
+        codec: str = "utf-8",
+        fail_on_data_loss: bool = True,
+    ) -> KafkaInputDStream:
+        """A direct Kafka source: each batch reads planned offset ranges, fetched by executors.
+
+        `kafka_conf` is librdkafka configuration (at least `bootstrap.servers`). The stream's
+        elements are `SourceRecord`s; `.values()` gives the decoded values.
+        """
+        from connectors.planner import ConfluentMetadata, OffsetPlanner, StartingOffsets
+
+        if name in self._sources_by_name:
+            msg = f"source {name!r} is declared twice; give each source its own name"
+            raise ConfigError(msg)
+        planner = OffsetPlanner(
+            ConfluentMetadata(kafka_conf),
+            topics=topics,
+            pattern=pattern,
+            starting=StartingOffsets.parse(starting_offsets),
+            max_rate_per_partition=max_rate_per_partition,
+            fail_on_data_loss=fail_on_data_loss,
+        )
+        stream = KafkaInputDStream(self, name, planner, kafka_conf, codec, min_partitions)
+        self._sources_by_name[name] = stream
+        return stream
+
     def source(self, name: str) -> DStream:
         """The decoded values of the Kafka source configured under `name`."""
         return self.kafka_records(name).values()

@@ -1,0 +1,17 @@
+"""Word count: lines from a Kafka topic, words counted per batch, written exactly once.
+
+The functions it uses come from the installed `service.functions`, so Spark's Python workers can
+import them; a job's own functions must likewise be importable where executors run.
+
+Configure the `lines` source and the `counts` sink in the job's config (config/wordcount.yaml).
+"""
+
+from __future__ import annotations
+
+from service.context import StreamingContext
+from service.functions import add, pair_with_one, words_of
+
+
+def build(ctx: StreamingContext) -> None:
+    words = ctx.source("lines").flat_map(words_of)
+    words.map(pair_with_one).reduce_by_key(add).write("counts")

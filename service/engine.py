@@ -1,0 +1,156 @@
+"""Assembles a running service from settings: Spark, the job's graph, journal, recovery, clock.
+
+`run_service(settings)` is what `dstreams run` calls. It returns the process exit code:
+0 after a graceful stop, 3 when a newer driver fenced this one out.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import signal
+import socket
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
+
+from connectors.offsets import OffsetRange
+from service.context import StreamingContext
+from service.errors import ConfigError, FencedOut
+from service.lifecycle import BatchLifecycle
+from service.recovery import JournalLog, recover
+from service.scheduler import Scheduler
+from service.sources import KafkaInputDStream
+from service.spark import create_spark_context
+
+log = logging.getLogger(__name__)
+EXIT_OK = 0
+EXIT_FENCED = 3
+
+Job = Callable[[StreamingContext], None]
+
+
+def load_job(reference: str) -> Job:
+    """Imports `module:function`, with a clear error when either part is missing."""
+    module_name, _, function_name = reference.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        msg = f"job {reference!r}: cannot import module {module_name!r} ({error})"
+        raise ConfigError(msg) from error
+    job = getattr(module, function_name, None)
+    if not callable(job):
+        msg = f"job {reference!r}: module {module_name!r} has no function {function_name!r}"
+        raise ConfigError(msg)
+    return job  # type: ignore[no-any-return] # checked callable above
+
+
+def build_context(settings: Any, sc: Any) -> StreamingContext:
+    """The job's graph, with sources and sinks made from `settings`."""
+    from service import wiring
+
+    ctx = StreamingContext(
+        sc,
+        settings.app_id,
+        settings.batch_interval_ms,
+        settings.default_partitions,
+        sink_factory=lambda name: wiring.make_sink(settings, name),
+        source_factory=lambda c, name: wiring.make_kafka_source(settings, c, name),
+    )
+    ctx.dead_letters_enabled = settings.dead_letter.topic is not None
+    ctx.input_counters = sc.accumulator({}, _counters_param())
+    load_job(settings.job)(ctx)
+    if ctx.dead_letters_enabled:
+        wiring.add_dead_letter_outputs(settings, ctx)
+    if not ctx.outputs:
+        msg = f"job {settings.job!r} declared no outputs; call stream.write(name) at least once"
+        raise ConfigError(msg)
+    return ctx
+
+
+def _counters_param() -> Any:
+    from service.counters import CountersParam
+
+    return CountersParam()
+
+
+class Service:
+    """One driver: owns the Spark context, the journal epoch, the HTTP endpoint and the clock."""
+
+    def __init__(self, settings: Any) -> None:
+        from service import wiring
+        from service.observe import Observer
+
+        self.settings = settings
+        self.observer = Observer.create(settings)
+        self.sc = create_spark_context(
+            f"dstreams-{settings.app_id}", settings.spark.master, settings.spark.conf
+        )
+        self.ctx = build_context(settings, self.sc)
+        self.journal = wiring.make_journal(settings)
+        self.scheduler = Scheduler(settings.batch_interval_ms)
+        self.observer.board.heartbeat_source = lambda: self.scheduler.last_tick
+        self.lifecycle: BatchLifecycle | None = None
+
+    def run(self) -> int:
+        self._install_signal_handlers()
+        self.observer.start_http()
+        try:
+            return self._run()
+        except FencedOut as error:
+            log.critical("fenced out by a newer driver, stopping at once: %s", error)
+            return EXIT_FENCED
+        finally:
+            self.observer.stop_http()
+            self.sc.stop()
+
+    def _run(self) -> int:
+        from service import wiring
+
+        epoch = self.journal.open()
+        self.observer.set_epoch(epoch)
+        journal_log = JournalLog(
+            self.journal, epoch, self.ctx.graph_json(), self.observer.journal_appended
+        )
+        acknowledge = wiring.make_acknowledger(self.settings, self.ctx)
+        self.lifecycle = BatchLifecycle(self.ctx, journal_log, self.observer, acknowledge)
+        self.lifecycle.setup_outputs()
+        recovered = recover(self.ctx, self.journal, self.lifecycle, epoch)
+        self.observer.recovered(recovered.seconds, recovered.replayed_batches)
+        self.observer.ready_after_first_batch()
+        self.scheduler.run(recovered.next_batch_time, self._run_batch)
+        log.info("stopped gracefully")
+        return EXIT_OK
+
+    def _run_batch(self, batch_time: int, scheduling_delay_s: float) -> None:
+        assert self.lifecycle is not None  # noqa: S101 - set before the scheduler starts
+        self.ctx.rate_override = self.observer.rate_for_next_batch()
+        with self.observer.batch_context(batch_time):
+            self.lifecycle.run_new(batch_time, scheduling_delay_s)
+
+    def _install_signal_handlers(self) -> None:
+        def request_stop(signum: int, _frame: FrameType | None) -> None:
+            log.info("signal %d received: finishing the running batch, then stopping", signum)
+            self.scheduler.stop()
+
+        signal.signal(signal.SIGTERM, request_stop)
+        signal.signal(signal.SIGINT, request_stop)
+
+
+def run_service(settings: Any) -> int:
+    return Service(settings).run()
+
+
+def kafka_sources(ctx: StreamingContext) -> list[KafkaInputDStream]:
+    return [s for s in ctx.inputs if isinstance(s, KafkaInputDStream)]
+
+
+def owner_name() -> str:
+    """Who holds an epoch, for people reading `journal show`: host and process."""
+    import os
+
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def ranges_by_partition(ranges: list[OffsetRange]) -> dict[tuple[str, int], int]:
+    return {r.topic_partition: r.until_offset for r in ranges}
