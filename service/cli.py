@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import click
 
 from service import __version__
@@ -14,6 +17,8 @@ def cli() -> None:
     \b
     Examples:
       dstreams run --config config/wordcount.yaml
+      dstreams config validate --config config/wordcount.yaml
+      dstreams journal show --file state/journal
       dstreams dev kafka --brokers 3
       dstreams demo
     """
@@ -25,10 +30,62 @@ def version() -> None:
     click.echo(__version__)
 
 
+@cli.command()
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(path_type=Path),
+    envvar="DSTREAMS_CONFIG",
+    help="YAML config file (DSTREAMS_A__B environment variables override it).",
+)
+def run(config_path: Path | None) -> None:
+    """Run a job as a long-lived service until SIGTERM/SIGINT.
+
+    \b
+    Recovers from the journal first (replaying batches a crashed driver left unfinished), then
+    runs one batch per interval. Exit codes: 0 graceful stop, 2 bad configuration, 3 fenced out
+    by a newer driver.
+
+    \b
+    Example:
+      dstreams run --config config/wordcount.yaml
+    """
+    from service.cli_config import _load_or_exit
+    from service.engine import run_service
+    from service.errors import ConfigError
+
+    settings = _load_or_exit(config_path)
+    try:
+        code = run_service(settings)
+    except ConfigError as error:
+        click.echo(f"configuration error: {error}", err=True)
+        code = 2
+    sys.exit(code)
+
+
+@cli.command()
+@click.option("--seconds", default=30, show_default=True, help="How long to produce input.")
+@click.option("--rate", default=2000, show_default=True, help="Lines per second to produce.")
+def demo(seconds: int, rate: int) -> None:
+    """Word count on a local Kafka it starts itself, then an exactly-once audit.
+
+    \b
+    Example:
+      dstreams demo --seconds 30
+    """
+    from service.demo import run_demo
+
+    sys.exit(run_demo(seconds, rate))
+
+
 def _register_groups() -> None:
     # Imported here so that a broken optional group cannot stop `dstreams --help` from loading.
+    from service.cli_config import config
     from service.cli_dev import dev
+    from service.cli_journal import journal
 
+    cli.add_command(config)
+    cli.add_command(journal)
     cli.add_command(dev)
 
 

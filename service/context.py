@@ -49,6 +49,7 @@ class StreamingContext:
         self._sink_factory = sink_factory
         self._source_factory = source_factory
         self._sources_by_name: dict[str, InputDStream] = {}
+        self._closeables: list[Any] = []
 
     # --- graph building -------------------------------------------------------------------
 
@@ -87,15 +88,20 @@ class StreamingContext:
         if name in self._sources_by_name:
             msg = f"source {name!r} is declared twice; give each source its own name"
             raise ConfigError(msg)
+        metadata = ConfluentMetadata(kafka_conf)
+        self._closeables.append(metadata)
         planner = OffsetPlanner(
-            ConfluentMetadata(kafka_conf),
+            metadata,
             topics=topics,
             pattern=pattern,
             starting=StartingOffsets.parse(starting_offsets),
             max_rate_per_partition=max_rate_per_partition,
             fail_on_data_loss=fail_on_data_loss,
         )
-        stream = KafkaInputDStream(self, name, planner, kafka_conf, codec, min_partitions)
+        subscription: list[str] | str = sorted(topics) if topics is not None else str(pattern)
+        stream = KafkaInputDStream(
+            self, name, planner, kafka_conf, codec, min_partitions, subscription
+        )
         self._sources_by_name[name] = stream
         return stream
 
@@ -143,6 +149,11 @@ class StreamingContext:
             "outputs": [output.describe() for output in self.outputs],
         }
         return json.dumps(graph, sort_keys=True, default=str)
+
+    def close(self) -> None:
+        """Closes the driver-side Kafka clients the sources opened."""
+        while self._closeables:
+            self._closeables.pop().close()
 
     # --- per-batch bookkeeping ------------------------------------------------------------
 

@@ -138,6 +138,12 @@ class DStream:
         stream.empty_has_output = True
         return stream
 
+    def coalesce(self, num_partitions: int) -> DStream:
+        """Merges partitions without a shuffle (in partition order, so replays match)."""
+        stream = self._pipe("coalesce", lambda rdd: rdd.coalesce(num_partitions))
+        stream.params["partitions"] = num_partitions
+        return stream
+
     def repartition(self, num_partitions: int) -> DStream:
         """Spreads rows over `num_partitions` by their position, the same way on every replay."""
 

@@ -78,22 +78,19 @@ class Service:
     """One driver: owns the Spark context, the journal epoch, the HTTP endpoint and the clock."""
 
     def __init__(self, settings: Any) -> None:
-        from service import wiring
         from service.observe import Observer
 
         self.settings = settings
         self.observer = Observer.create(settings)
-        self.sc = create_spark_context(
-            f"dstreams-{settings.app_id}", settings.spark.master, settings.spark.conf
-        )
-        self.ctx = build_context(settings, self.sc)
-        self.journal = wiring.make_journal(settings)
         self.scheduler = Scheduler(settings.batch_interval_ms)
         self.observer.board.heartbeat_source = lambda: self.scheduler.last_tick
         self.lifecycle: BatchLifecycle | None = None
+        self.ctx: StreamingContext | None = None
+        self.sc: Any = None
 
     def run(self) -> int:
         self._install_signal_handlers()
+        # Up first, so probes and people see the driver while Spark starts and recovery runs.
         self.observer.start_http()
         try:
             return self._run()
@@ -102,28 +99,39 @@ class Service:
             return EXIT_FENCED
         finally:
             self.observer.stop_http()
-            self.sc.stop()
+            if self.ctx is not None:
+                self.ctx.close()
+            if self.sc is not None:
+                self.sc.stop()
 
     def _run(self) -> int:
         from service import wiring
 
-        epoch = self.journal.open()
+        settings = self.settings
+        self.sc = create_spark_context(
+            f"dstreams-{settings.app_id}", settings.spark.master, settings.spark.conf
+        )
+        self.ctx = build_context(settings, self.sc)
+        journal = wiring.make_journal(settings)
+        epoch = journal.open()
         self.observer.set_epoch(epoch)
         journal_log = JournalLog(
-            self.journal, epoch, self.ctx.graph_json(), self.observer.journal_appended
+            journal, epoch, self.ctx.graph_json(), self.observer.journal_appended
         )
-        acknowledge = wiring.make_acknowledger(self.settings, self.ctx)
+        acknowledge = wiring.make_acknowledger(settings, self.ctx)
         self.lifecycle = BatchLifecycle(self.ctx, journal_log, self.observer, acknowledge)
         self.lifecycle.setup_outputs()
-        recovered = recover(self.ctx, self.journal, self.lifecycle, epoch)
+        recovered = recover(self.ctx, journal, self.lifecycle, epoch)
         self.observer.recovered(recovered.seconds, recovered.replayed_batches)
         self.observer.ready_after_first_batch()
-        self.scheduler.run(recovered.next_batch_time, self._run_batch)
+        if not self.scheduler.stopping.is_set():
+            self.scheduler.run(recovered.next_batch_time, self._run_batch)
+        journal.close()
         log.info("stopped gracefully")
         return EXIT_OK
 
     def _run_batch(self, batch_time: int, scheduling_delay_s: float) -> None:
-        assert self.lifecycle is not None  # noqa: S101 - set before the scheduler starts
+        assert self.lifecycle is not None and self.ctx is not None  # noqa: S101 - set in _run
         self.ctx.rate_override = self.observer.rate_for_next_batch()
         with self.observer.batch_context(batch_time):
             self.lifecycle.run_new(batch_time, scheduling_delay_s)

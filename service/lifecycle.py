@@ -48,8 +48,15 @@ class BatchOutcome:
     outputs: tuple[OutputResult, ...]
     processing_s: float
     replayed: bool
-    input_records: int = 0
-    decode_errors: int = 0
+    counters: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def input_records(self) -> int:
+        return self.counters.get("records", 0)
+
+    @property
+    def decode_errors(self) -> int:
+        return self.counters.get("decode_errors", 0)
 
 
 class BatchObserver(Protocol):
@@ -172,8 +179,7 @@ class BatchLifecycle:
             outputs=tuple(results),
             processing_s=time.monotonic() - started,
             replayed=replayed,
-            input_records=after.get("records", 0) - before.get("records", 0),
-            decode_errors=after.get("decode_errors", 0) - before.get("decode_errors", 0),
+            counters={k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)},
         )
         self.observer.batch_finished(outcome)
         return outcome

@@ -118,7 +118,7 @@ def restore_positions(state: JournalState, ctx: StreamingContext) -> None:
     positions = state.last_positions()
     for source in ctx.inputs:
         if isinstance(source, KafkaInputDStream):
-            mine = {tp: offset for tp, offset in positions.items() if source.planner.owns(tp[0])}
+            mine = {tp: offset for tp, offset in positions.items() if source.owns(tp[0])}
             source.planner.resume(mine)
         else:
             source.import_plan(last.batch_time, list(last.ranges), last.extra)

@@ -6,6 +6,7 @@ imported back on recovery, so a replayed batch reads exactly what the first atte
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -94,14 +95,24 @@ class KafkaInputDStream(InputDStream):
         consumer_conf: dict[str, str],
         codec: str,
         min_partitions: int,
+        subscription: list[str] | str,
     ) -> None:
         super().__init__(ctx, name, "kafka")
         self.planner = planner
+        self._topics = set(subscription) if isinstance(subscription, list) else None
+        self._pattern = re.compile(subscription) if isinstance(subscription, str) else None
         self._conf = consumer_conf
         self._codec = codec
         self._min_partitions = min_partitions
         self._plans: dict[int, list[OffsetRange]] = {}
         self.params["codec"] = codec
+        self.params["subscription"] = subscription
+
+    def owns(self, topic: str) -> bool:
+        """Whether `topic` belongs to this source (to split journaled ranges among sources)."""
+        if self._topics is not None:
+            return topic in self._topics
+        return self._pattern is not None and self._pattern.fullmatch(topic) is not None
 
     def plan(self, batch_time: int, interval_ms: int) -> None:
         rate = self.ctx.rate_override
@@ -113,7 +124,7 @@ class KafkaInputDStream(InputDStream):
     def import_plan(
         self, batch_time: int, ranges: list[OffsetRange], extra: dict[str, Any]
     ) -> None:
-        mine = [r for r in ranges if self.planner.owns(r.topic)]
+        mine = [r for r in ranges if self.owns(r.topic)]
         self._plans[batch_time] = mine
 
     def forget_plan(self, batch_time: int) -> None:
@@ -152,19 +163,41 @@ class KafkaInputDStream(InputDStream):
 def read_partition(
     conf: dict[str, str], codec: str, counters: Any, slices: Iterable[list[OffsetRange]]
 ) -> Iterator[Any]:
-    """Executor side: reads this task's ranges and counts records and decode failures."""
-    from connectors.reader import read_ranges
+    """Executor side: reads this task's ranges, counting records per partition and failures."""
+    from connectors.reader import read_range
 
-    ranges = [r for batch in slices for r in batch]
-    records = 0
-    failures = 0
-    for record in read_ranges(conf, ranges, codec):
-        records += 1
-        if record.error is not None:
-            failures += 1
-        yield record
+    counts: dict[str, int] = {}
+    for r in (r for batch in slices for r in batch):
+        records = failures = 0
+        for record in read_range(conf, r, codec):
+            records += 1
+            if record.error is not None:
+                failures += 1
+            yield record
+        key = input_counter_key(r.topic, r.partition)
+        counts[key] = counts.get(key, 0) + records
+        counts["records"] = counts.get("records", 0) + records
+        counts["decode_errors"] = counts.get("decode_errors", 0) + failures
+        if failures:
+            error_key = decode_error_counter_key(r.topic)
+            counts[error_key] = counts.get(error_key, 0) + failures
     if counters is not None:
-        counters.add({"records": records, "decode_errors": failures})
+        counters.add(counts)
+
+
+def input_counter_key(topic: str, partition: int) -> str:
+    return f"in\t{topic}\t{partition}"
+
+
+def decode_error_counter_key(topic: str) -> str:
+    return f"decode\t{topic}"
+
+
+def parse_input_counter_key(key: str) -> tuple[str, int] | None:
+    parts = key.split("\t")
+    if len(parts) != 3 or parts[0] != "in":
+        return None
+    return parts[1], int(parts[2])
 
 
 def _decoded(record: Any) -> bool:

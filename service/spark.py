@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,8 @@ def create_spark_context(
     """Start (or return the running) SparkContext with dstreams' base settings."""
     os.environ["PYTHONHASHSEED"] = HASH_SEED
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # Workers must run the driver's interpreter, or they lack the driver's packages.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark import SparkConf, SparkContext
 
     conf = SparkConf().setAppName(app_name).setMaster(master)

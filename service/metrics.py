@@ -1,0 +1,226 @@
+"""Prometheus metrics of a dstreams service, in a registry of its own (DESIGN.md §7).
+
+Names carry the `dstreams_` prefix and base units (seconds, records); counters end in `_total`;
+durations are histograms. Label values are bounded by the configuration: topics and partitions of
+the sources, output names, source names, and a fixed set of batch outcomes.
+
+The engine calls plain methods (`metrics.batch_completed("completed", 0.4, 0.01)`); the HTTP
+server exposes `exposition()`. A registry per instance lets tests create as many as they like.
+"""
+
+from __future__ import annotations
+
+import math
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
+
+from service import __version__
+
+BATCH_OUTCOMES = ("completed", "failed")
+# From 5 ms (an empty batch) to 10 min (a batch far behind); batch intervals are usually 0.1-60 s.
+DURATION_BUCKETS = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
+)  # fmt: skip
+# A journal append is one fsync or one acks=all produce: milliseconds, seconds when unhealthy.
+JOURNAL_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0)
+
+
+class Metrics:
+    """Every dstreams metric, registered in `self.registry` (never the global default one)."""
+
+    def __init__(self, version: str = __version__, *, process_metrics: bool = True) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        if process_metrics:
+            # process_* (CPU, memory, fds), python_info and python_gc_*, as in the default registry.
+            ProcessCollector(registry=self.registry)
+            PlatformCollector(registry=self.registry)
+            GCCollector(registry=self.registry)
+        self._declare_batch_metrics()
+        self._declare_record_metrics()
+        self._declare_driver_metrics()
+        build_info = Gauge(
+            "dstreams_build_info",
+            "Always 1; the labels name the running dstreams build.",
+            ["version"],
+            registry=self.registry,
+        )
+        build_info.labels(version).set(1)
+
+    def _declare_batch_metrics(self) -> None:
+        r = self.registry
+        self._batches = Counter(
+            "dstreams_batches_total", "Batches finished, by outcome.", ["outcome"], registry=r
+        )
+        for outcome in BATCH_OUTCOMES:
+            self._batches.labels(outcome)  # exposed at 0 so rate() works from the first scrape
+        self._processing = Histogram(
+            "dstreams_batch_processing_seconds",
+            "Time from a batch's start to its completion (compute, write, commit).",
+            buckets=DURATION_BUCKETS,
+            registry=r,
+        )
+        self._scheduling_delay = Histogram(
+            "dstreams_batch_scheduling_delay_seconds",
+            "Time a batch waited after its batch time before it started.",
+            buckets=DURATION_BUCKETS,
+            registry=r,
+        )
+        self._last_completed = Gauge(
+            "dstreams_last_completed_batch_timestamp_seconds",
+            "Batch time of the latest completed batch, in seconds since the Unix epoch.",
+            registry=r,
+        )
+
+    def _declare_record_metrics(self) -> None:
+        r = self.registry
+        self._input = Counter(
+            "dstreams_input_records_total",
+            "Records read from Kafka, by topic and partition.",
+            ["topic", "partition"],
+            registry=r,
+        )
+        self._output = Counter(
+            "dstreams_output_records_total",
+            "Records committed to sinks, by output name.",
+            ["output"],
+            registry=r,
+        )
+        self._lag = Gauge(
+            "dstreams_consumer_lag_records",
+            "Latest offset minus the planned end of the latest batch, by topic and partition.",
+            ["topic", "partition"],
+            registry=r,
+        )
+        self._duplicates = Counter(
+            "dstreams_duplicate_writes_suppressed_total",
+            "Sink writes skipped because their batch key was already committed, by output.",
+            ["output"],
+            registry=r,
+        )
+        self._dead_letters = Counter(
+            "dstreams_dead_letters_total",
+            "Records sent to the dead-letter topic, by source topic.",
+            ["topic"],
+            registry=r,
+        )
+        self._decode_errors = Counter(
+            "dstreams_decode_errors_total",
+            "Records whose value could not be decoded, by topic.",
+            ["topic"],
+            registry=r,
+        )
+        self._lost_offsets = Counter(
+            "dstreams_lost_offsets_total",
+            "Offsets deleted by retention before they were read (skipped), by topic and partition.",
+            ["topic", "partition"],
+            registry=r,
+        )
+        self._rate_limit = Gauge(
+            "dstreams_rate_limit_records_per_second",
+            "Per-partition read rate in force (configured maximum or backpressure), by source.",
+            ["source"],
+            registry=r,
+        )
+
+    def _declare_driver_metrics(self) -> None:
+        r = self.registry
+        self._journal_append = Histogram(
+            "dstreams_journal_append_seconds",
+            "Time to append one record to the journal durably.",
+            buckets=JOURNAL_BUCKETS,
+            registry=r,
+        )
+        # A gauge, not a histogram: recovery happens once per driver start, and the last
+        # duration is what an operator asks about.
+        self._recovery = Gauge(
+            "dstreams_recovery_duration_seconds",
+            "Duration of the latest recovery (journal read, replay of unfinished batches).",
+            registry=r,
+        )
+        self._replayed = Counter(
+            "dstreams_replayed_batches_total",
+            "Batches recomputed from their journaled offset ranges during recovery.",
+            registry=r,
+        )
+        self._epoch = Gauge(
+            "dstreams_epoch", "Journal epoch held by this driver (fences older ones).", registry=r
+        )
+
+    # --- Batches -------------------------------------------------------------------------------
+
+    def batch_completed(
+        self,
+        outcome: str,
+        processing_s: float,
+        scheduling_delay_s: float,
+        *,
+        batch_time_ms: int | None = None,
+    ) -> None:
+        """A batch finished with `outcome` (one of BATCH_OUTCOMES)."""
+        if outcome not in BATCH_OUTCOMES:
+            msg = f"batch outcome {outcome!r} is not one of {', '.join(BATCH_OUTCOMES)}"
+            raise ValueError(msg)
+        self._batches.labels(outcome).inc()
+        self._processing.observe(processing_s)
+        self._scheduling_delay.observe(scheduling_delay_s)
+        if outcome == "completed" and batch_time_ms is not None:
+            self._last_completed.set(batch_time_ms / 1000)
+
+    def set_last_completed_batch(self, batch_time_ms: int) -> None:
+        """E.g. after recovery, from the journal's last `completed` record."""
+        self._last_completed.set(batch_time_ms / 1000)
+
+    # --- Records -------------------------------------------------------------------------------
+
+    def add_input_records(self, topic: str, partition: int, count: int) -> None:
+        self._input.labels(topic, str(partition)).inc(count)
+
+    def add_output_records(self, output: str, count: int) -> None:
+        self._output.labels(output).inc(count)
+
+    def set_consumer_lag(self, topic: str, partition: int, lag: int) -> None:
+        self._lag.labels(topic, str(partition)).set(lag)
+
+    def add_duplicate_writes_suppressed(self, output: str, count: int = 1) -> None:
+        self._duplicates.labels(output).inc(count)
+
+    def add_dead_letters(self, topic: str, count: int = 1) -> None:
+        self._dead_letters.labels(topic).inc(count)
+
+    def add_decode_errors(self, topic: str, count: int = 1) -> None:
+        self._decode_errors.labels(topic).inc(count)
+
+    def add_lost_offsets(self, topic: str, partition: int, count: int) -> None:
+        self._lost_offsets.labels(topic, str(partition)).inc(count)
+
+    def set_rate_limit(self, source: str, records_per_s: float | None) -> None:
+        """The per-partition rate in force; None (no limit) removes the series."""
+        if records_per_s is None or math.isinf(records_per_s):
+            self._rate_limit.remove(source)  # a no-op when the series does not exist
+        else:
+            self._rate_limit.labels(source).set(records_per_s)
+
+    # --- Driver --------------------------------------------------------------------------------
+
+    def journal_appended(self, seconds: float) -> None:
+        self._journal_append.observe(seconds)
+
+    def recovery_finished(self, seconds: float, replayed_batches: int) -> None:
+        self._recovery.set(seconds)
+        self._replayed.inc(replayed_batches)
+
+    def set_epoch(self, epoch: int) -> None:
+        self._epoch.set(epoch)
+
+    def exposition(self) -> bytes:
+        """The registry in Prometheus text format 0.0.4."""
+        return generate_latest(self.registry)

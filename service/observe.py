@@ -1,0 +1,174 @@
+"""What the driver tells people: metrics, the status board, logs, readiness and rate control.
+
+`Observer` implements the lifecycle's `BatchObserver` and fans each event out to Prometheus
+metrics, the `/status` board and the log, and feeds the backpressure controller.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from service import logs
+from service.backpressure import PidGains, RateController
+from service.lifecycle import BatchOutcome, BatchPlan
+from service.metrics import Metrics
+from service.sources import parse_input_counter_key
+from service.status import StatusBoard
+
+log = logging.getLogger(__name__)
+LagSource = Callable[[], dict[tuple[str, int], int]]
+
+
+class Observer:
+    """Fans batch events out to metrics, the status board, logs and rate control."""
+
+    def __init__(
+        self,
+        app_id: str,
+        batch_interval_ms: int,
+        metrics: Metrics,
+        board: StatusBoard,
+        rate: RateController | None,
+        http: tuple[str, int] | None,
+    ) -> None:
+        self.app_id = app_id
+        self.metrics = metrics
+        self.board = board
+        self.rate = rate
+        self._http_address = http
+        self._server: Any = None
+        self._ready_pending = False
+        self.lag_source: LagSource | None = None
+        self._delays: dict[int, float] = {}
+
+    @classmethod
+    def create(cls, settings: Any) -> Observer:
+        logs.configure_logging(settings.logging.format, settings.logging.level, settings.app_id)
+        metrics = Metrics()
+        board = StatusBoard(settings.app_id, settings.batch_interval_ms)
+        rate = None
+        bp = settings.backpressure
+        if bp.enabled:
+            maximum = max(
+                (s.max_rate_per_partition or 0 for s in settings.sources.values()), default=0
+            )
+            gains = PidGains(bp.proportional, bp.integral, bp.derived)
+            rate = RateController(settings.batch_interval_ms, bp.min_rate, maximum or None, gains)
+        return cls(
+            settings.app_id,
+            settings.batch_interval_ms,
+            metrics,
+            board,
+            rate,
+            (settings.http.host, settings.http.port),
+        )
+
+    # --- HTTP -----------------------------------------------------------------------------
+
+    def start_http(self) -> int | None:
+        if self._http_address is None:
+            return None
+        from service.http import HttpServer
+
+        self._server = HttpServer(self.board, self.metrics, *self._http_address)
+        port: int = self._server.start()
+        return port
+
+    def stop_http(self) -> None:
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+
+    # --- driver events --------------------------------------------------------------------
+
+    def set_epoch(self, epoch: int) -> None:
+        self.metrics.set_epoch(epoch)
+        self.board.set_epoch(epoch)
+        logs.set_epoch(epoch)
+
+    def journal_appended(self, seconds: float) -> None:
+        self.metrics.journal_appended(seconds)
+
+    def recovered(self, seconds: float, replayed_batches: int) -> None:
+        self.metrics.recovery_finished(seconds, replayed_batches)
+
+    def ready_after_first_batch(self) -> None:
+        """`/readyz` turns ready when the next batch completes (recovery is done by then)."""
+        self._ready_pending = True
+
+    def rate_for_next_batch(self) -> float | None:
+        if self.rate is None:
+            return None
+        limit = self.rate.rate_per_partition
+        self.metrics.set_rate_limit(self.app_id, limit)
+        return limit
+
+    @contextmanager
+    def batch_context(self, batch_time: int) -> Iterator[None]:
+        with logs.batch_context(batch_time):
+            self.board.heartbeat()
+            yield
+
+    # --- BatchObserver --------------------------------------------------------------------
+
+    def batch_started(self, plan: BatchPlan, scheduling_delay_s: float) -> None:
+        self._delays[plan.batch_time] = scheduling_delay_s
+        self.board.batch_started(plan.batch_time, plan.ranges, scheduling_delay_s)
+
+    def batch_finished(self, outcome: BatchOutcome) -> None:
+        batch_time = outcome.plan.batch_time
+        kind = "replayed" if outcome.replayed else "completed"
+        self._record_metrics(outcome)
+        outputs = {result.name: result.rows for result in outcome.outputs}
+        self.board.batch_finished(
+            batch_time, outcome.input_records, outputs, outcome.processing_s, kind
+        )
+        self.board.heartbeat()
+        if self.rate is not None:
+            partitions = sum(1 for r in outcome.plan.ranges if r.count)
+            delay = self._delays.get(batch_time, 0.0)
+            self.rate.update(outcome.input_records, outcome.processing_s, delay, max(1, partitions))
+        self._delays.pop(batch_time, None)
+        if self._ready_pending:
+            self.board.set_ready(True)
+            self._ready_pending = False
+        log.info(
+            "batch %d %s: %d records in, %s out, %.3fs",
+            batch_time,
+            kind,
+            outcome.input_records,
+            outputs,
+            outcome.processing_s,
+        )
+
+    def batch_failed(self, batch_time: int, error: BaseException) -> None:
+        self.metrics.batch_completed("failed", 0.0, 0.0, batch_time_ms=batch_time)
+        self.board.batch_finished(batch_time, 0, {}, 0.0, "failed")
+        log.error("batch %d failed: %s", batch_time, error)
+
+    def _record_metrics(self, outcome: BatchOutcome) -> None:
+        m = self.metrics
+        batch_time = outcome.plan.batch_time
+        m.batch_completed(
+            "completed",
+            outcome.processing_s,
+            self._delays.get(batch_time, 0.0),
+            batch_time_ms=batch_time,
+        )
+        for key, count in outcome.counters.items():
+            where = parse_input_counter_key(key)
+            if where is not None:
+                m.add_input_records(where[0], where[1], count)
+        for result in outcome.outputs:
+            m.add_output_records(result.name, result.rows)
+            if result.skipped_partitions:
+                m.add_duplicate_writes_suppressed(result.name, result.skipped_partitions)
+        for key, count in outcome.counters.items():
+            if key.startswith("decode\t"):
+                m.add_decode_errors(key.split("\t", 1)[1], count)
+        if self.lag_source is not None:
+            for (topic, partition), lag in self.lag_source().items():
+                m.set_consumer_lag(topic, partition, lag)

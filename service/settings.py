@@ -1,0 +1,421 @@
+"""The service's configuration: frozen models, loaded from YAML with environment overrides on top.
+
+Layers, lowest first: the models' defaults, `config/defaults.yaml` (when the tree ships it), the
+user's file, then `DSTREAMS_A__B` variables (`DSTREAMS_HTTP__PORT=9000` sets `http.port`). Maps
+merge key by key; anything else is replaced. The merged result is validated once, so every problem
+is reported together, one line each (see `service.settings_errors`).
+
+Secrets are `SecretStr`: masked in `repr`, in `masked_dict()` and in error messages, and revealed
+only by `KafkaSettings.librdkafka_config()`, `SparkSettings.spark_conf()` and the sink that needs
+them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from service.settings_errors import InvalidConfig, problems_of
+from service.settings_sources import deep_merge, read_env, read_yaml
+from service.settings_types import (
+    MANAGED_KAFKA_KEYS,
+    ConfValue,
+    DurationMs,
+    LogLevel,
+    Name,
+    SqlName,
+    SqlNames,
+    StartingOffsets,
+    TopicList,
+    TopicName,
+    check_job,
+    parse_starting_offsets,
+    raise_all,
+    sensitive_keys,
+)
+
+__all__ = [
+    "DEFAULTS_FILE",
+    "BackpressureSettings",
+    "CheckpointSettings",
+    "ConsoleSinkSettings",
+    "DeadLetterSettings",
+    "FilesSinkSettings",
+    "HttpSettings",
+    "InvalidConfig",
+    "JournalSettings",
+    "KafkaSettings",
+    "KafkaSinkSettings",
+    "KafkaSourceSettings",
+    "LoggingSettings",
+    "PostgresSinkSettings",
+    "Settings",
+    "SinkSettings",
+    "SparkSettings",
+    "json_schema",
+    "load_settings",
+]
+
+DEFAULTS_FILE = Path(__file__).resolve().parent.parent / "config" / "defaults.yaml"
+
+
+class _Model(BaseModel):
+    # Frozen: settings are read by many threads and must not change under them. Unknown keys
+    # are errors so a typo is never silently ignored.
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+
+# --- Spark and Kafka -------------------------------------------------------------------------
+
+
+class SparkSettings(_Model):
+    master: str = "local[2]"
+    """Spark master URL: local[N], spark://host:port, k8s://..., yarn."""
+    conf: dict[str, ConfValue] = Field(default_factory=dict)
+    """Extra Spark properties (spark.executor.memory: 2g, ...)."""
+    secret_conf: dict[str, SecretStr] = Field(default_factory=dict)
+    """Spark properties holding credentials; masked when shown."""
+
+    @field_validator("conf")
+    @classmethod
+    def _no_secrets_in_conf(cls, conf: dict[str, str]) -> dict[str, str]:
+        raise_all(sensitive_keys(conf, "spark.secret_conf"))
+        return conf
+
+    def spark_conf(self) -> dict[str, str]:
+        """Every extra Spark property, secrets revealed: for the SparkConf only."""
+        revealed = {key: value.get_secret_value() for key, value in self.secret_conf.items()}
+        return {**self.conf, **revealed}
+
+
+class KafkaSettings(_Model):
+    bootstrap_servers: str = Field(min_length=1)
+    """Comma-separated host:port list of brokers."""
+    properties: dict[str, ConfValue] = Field(default_factory=dict)
+    """Any librdkafka property (security.protocol, ssl.ca.location, sasl.mechanism, ...)."""
+    secret_properties: dict[str, SecretStr] = Field(default_factory=dict)
+    """librdkafka properties holding credentials (sasl.oauthbearer.client.secret, ...)."""
+    sasl_password: SecretStr | None = None
+    """Becomes librdkafka's sasl.password."""
+    ssl_key_password: SecretStr | None = None
+    """Becomes librdkafka's ssl.key.password."""
+
+    @field_validator("properties")
+    @classmethod
+    def _plain_properties_only(cls, properties: dict[str, str]) -> dict[str, str]:
+        problems = [
+            f"{key!r} is managed by dstreams: {why}"
+            for key, why in MANAGED_KAFKA_KEYS.items()
+            if key in properties
+        ]
+        problems += sensitive_keys(properties, "kafka.secret_properties (or kafka.sasl_password)")
+        raise_all(problems)
+        return properties
+
+    @model_validator(mode="after")
+    def _one_place_per_secret(self) -> KafkaSettings:
+        for field, key in (
+            ("sasl_password", "sasl.password"),
+            ("ssl_key_password", "ssl.key.password"),
+        ):
+            if getattr(self, field) is not None and key in self.secret_properties:
+                msg = f"{key} is given twice, as kafka.{field} and in kafka.secret_properties"
+                raise ValueError(msg)
+        return self
+
+    def librdkafka_config(self) -> dict[str, str]:
+        """The client configuration with secrets revealed: pass it to librdkafka only."""
+        conf = {"bootstrap.servers": self.bootstrap_servers, **self.properties}
+        conf.update(
+            {key: value.get_secret_value() for key, value in self.secret_properties.items()}
+        )
+        if self.sasl_password is not None:
+            conf["sasl.password"] = self.sasl_password.get_secret_value()
+        if self.ssl_key_password is not None:
+            conf["ssl.key.password"] = self.ssl_key_password.get_secret_value()
+        return conf
+
+
+# --- Sources ---------------------------------------------------------------------------------
+
+
+class KafkaSourceSettings(_Model):
+    topics: TopicList | None = None
+    """Topics to read (or give pattern)."""
+    pattern: str | None = None
+    """Regular expression of topics to read (or give topics)."""
+    starting_offsets: StartingOffsets = "latest"
+    """Where the first batch ever starts: earliest, latest, committed (the group's offsets), a
+    timestamp in ms, or a map "topic:partition" -> offset. Later batches follow the journal."""
+    max_rate_per_partition: float | None = Field(default=None, gt=0)
+    """Most records per second read from one partition; none means no limit."""
+    min_partitions: int = Field(default=1, ge=1)
+    """Fewest Spark partitions a batch's input is split into (large ranges are cut)."""
+    codec: Literal["bytes", "utf-8", "json", "avro"] = "bytes"
+    """How record values are decoded."""
+    fail_on_data_loss: bool = True
+    """Stop when offsets were deleted by retention before being read (else skip with a metric)."""
+    group_id: str | None = None
+    """Consumer group the processed offsets are committed to, for lag tools only."""
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, pattern: str | None) -> str | None:
+        if pattern is not None:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                msg = f"{pattern!r} is not a valid regular expression: {exc}"
+                raise ValueError(msg) from None
+        return pattern
+
+    @field_validator("starting_offsets", mode="before")
+    @classmethod
+    def _starting_offsets(cls, value: Any) -> Any:
+        return parse_starting_offsets(value)
+
+    @model_validator(mode="after")
+    def _topics_or_pattern(self) -> KafkaSourceSettings:
+        if (self.topics is None) == (self.pattern is None):
+            found = "both" if self.topics else "neither"
+            msg = f"give exactly one of topics or pattern; found {found}"
+            raise ValueError(msg)
+        if isinstance(self.starting_offsets, dict) and self.topics is not None:
+            unknown = sorted(
+                {key.rsplit(":", 1)[0] for key in self.starting_offsets} - set(self.topics)
+            )
+            if unknown:
+                msg = f"starting_offsets names topics not in topics: {', '.join(unknown)}"
+                raise ValueError(msg)
+        return self
+
+
+# --- Sinks -----------------------------------------------------------------------------------
+
+
+class KafkaSinkSettings(_Model):
+    type: Literal["kafka"]
+    topic: TopicName
+    partitions: int | None = Field(default=None, ge=1)
+    """Partitions of the topic if dstreams creates it; none means default_partitions."""
+    replication_factor: int = Field(default=1, ge=1)
+    transaction_timeout_ms: DurationMs = 60_000
+    """Must exceed a batch's write time and stay under the broker's transaction.max.timeout.ms
+    (15 min by default); checked against the broker at start-up."""
+
+
+class PostgresSinkSettings(_Model):
+    type: Literal["postgres"]
+    dsn: SecretStr
+    """libpq connection string or URL; masked when shown."""
+    table: SqlName
+    columns: SqlNames = Field(min_length=1)
+    """Columns written, in the order of each row's fields."""
+    key_columns: SqlNames = Field(default_factory=list)
+    """Columns of the upsert key; empty means plain inserts."""
+    column_types: dict[SqlName, str] = Field(default_factory=dict)
+    """SQL type of every column (e.g. text, bigint); needed only if dstreams creates the table."""
+
+    @model_validator(mode="after")
+    def _keys_are_columns(self) -> PostgresSinkSettings:
+        if len(set(self.columns)) != len(self.columns):
+            msg = f"columns repeat a name: {', '.join(self.columns)}"
+            raise ValueError(msg)
+        missing = [name for name in self.key_columns if name not in self.columns]
+        if missing:
+            msg = f"key_columns {', '.join(missing)} are not among columns {self.columns}"
+            raise ValueError(msg)
+        if self.column_types and set(self.column_types) != set(self.columns):
+            msg = (
+                f"column_types must name exactly the columns {self.columns}; "
+                f"found {sorted(self.column_types)}"
+            )
+            raise ValueError(msg)
+        return self
+
+
+class FilesSinkSettings(_Model):
+    type: Literal["files"]
+    path: str = Field(min_length=1)
+    """Directory; a batch lands in <path>/<output>/t=<batch time>/."""
+    format: Literal["jsonl"] = "jsonl"
+
+
+class ConsoleSinkSettings(_Model):
+    type: Literal["console"]
+
+
+SinkSettings = Annotated[
+    KafkaSinkSettings | PostgresSinkSettings | FilesSinkSettings | ConsoleSinkSettings,
+    Field(discriminator="type"),
+]
+
+
+# --- Service ---------------------------------------------------------------------------------
+
+
+class DeadLetterSettings(_Model):
+    topic: TopicName | None = None
+    """Topic for records that fail to decode or process; none means fail the batch instead."""
+    partitions: int = Field(default=1, ge=1)
+    replication_factor: int = Field(default=1, ge=1)
+
+
+class JournalSettings(_Model):
+    type: Literal["file", "kafka"] = "file"
+    path: str = Field(default="state/journal", min_length=1)
+    """Directory of the file journal (a persistent volume in Kubernetes)."""
+    topic: TopicName | None = None
+    """Single-partition topic of the kafka journal."""
+    replication_factor: int = Field(default=1, ge=1)
+    min_insync_replicas: int = Field(default=1, ge=1)
+
+    @model_validator(mode="after")
+    def _kafka_needs_topic(self) -> JournalSettings:
+        if self.type == "kafka" and self.topic is None:
+            msg = "topic is required when type is kafka"
+            raise ValueError(msg)
+        if self.min_insync_replicas > self.replication_factor:
+            msg = (
+                f"min_insync_replicas ({self.min_insync_replicas}) exceeds replication_factor "
+                f"({self.replication_factor}); no write could ever succeed"
+            )
+            raise ValueError(msg)
+        return self
+
+
+class CheckpointSettings(_Model):
+    path: str = Field(default="state/checkpoints", min_length=1)
+    every_batches: int = Field(default=10, ge=1)
+    """Checkpoint state (stateful jobs only) every this many batches."""
+
+
+class HttpSettings(_Model):
+    # All interfaces: in a pod, Prometheus and the kubelet's probes connect from outside.
+    host: str = "0.0.0.0"  # noqa: S104
+    port: int = Field(default=8080, ge=0, le=65535)
+    """0 picks a free port (tests)."""
+
+
+class LoggingSettings(_Model):
+    format: Literal["json", "text", "auto"] = "auto"
+    """auto: text when stderr is a terminal, else JSON lines."""
+    level: LogLevel = "INFO"
+
+
+class BackpressureSettings(_Model):
+    enabled: bool = False
+    """Adapt per-partition rates so scheduling delay stops growing (Spark's PID estimator)."""
+    initial_rate: float | None = Field(default=None, gt=0)
+    """Records/s per partition for the first batches, before any measurement."""
+    min_rate: float = Field(default=100.0, gt=0)
+    """The estimator never goes below this many records/s per partition."""
+    proportional: float = Field(default=1.0, ge=0)
+    integral: float = Field(default=0.2, ge=0)
+    derived: float = Field(default=0.0, ge=0)
+
+
+class Settings(BaseSettings):
+    """Everything a dstreams service reads at start-up."""
+
+    model_config = SettingsConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    app_id: Name
+    """Names the application in journal records, sink markers, transactional ids and metrics."""
+    job: Annotated[str, AfterValidator(check_job)]
+    """module:function that builds the job's graph."""
+    batch_interval_ms: DurationMs = 1000
+    """Batch interval; batch_interval: 1s is accepted as well."""
+    default_partitions: int = Field(default=4, ge=1)
+    """Partition count of shuffles and outputs unless an operator or sink says otherwise."""
+    spark: SparkSettings = Field(default_factory=SparkSettings)
+    kafka: KafkaSettings
+    sources: dict[Name, KafkaSourceSettings] = Field(default_factory=dict)
+    sinks: dict[Name, SinkSettings] = Field(default_factory=dict)
+    dead_letter: DeadLetterSettings = Field(default_factory=DeadLetterSettings)
+    journal: JournalSettings = Field(default_factory=JournalSettings)
+    checkpoint: CheckpointSettings = Field(default_factory=CheckpointSettings)
+    http: HttpSettings = Field(default_factory=HttpSettings)
+    logging: LoggingSettings = Field(default_factory=LoggingSettings)
+    backpressure: BackpressureSettings = Field(default_factory=BackpressureSettings)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # `load_settings` layers the file and the environment itself, so precedence is explicit
+        # and each problem can name the variable it came from; nothing is read implicitly.
+        return (init_settings,)
+
+    def masked_dict(self) -> dict[str, Any]:
+        """The settings as JSON-able data with every secret shown as '**********'."""
+        return self.model_dump(mode="json")
+
+
+def load_settings(
+    path: Path | None,
+    environ: Mapping[str, str] = os.environ,
+    *,
+    defaults: Path | None = DEFAULTS_FILE,
+) -> Settings:
+    """Settings from `defaults`, then the YAML file at `path`, then `DSTREAMS_` variables.
+
+    Raises `InvalidConfig` (a `ConfigError`) with one line per problem.
+    """
+    layers: list[dict[str, Any]] = []
+    if defaults is not None and defaults.exists():
+        layers.append(_renamed(read_yaml(defaults)))
+    if path is not None:
+        layers.append(_renamed(read_yaml(path)))
+    env, origins = read_env(environ, {*Settings.model_fields, "batch_interval"})
+    layers.append(_renamed(env))
+    origins = {_renamed_path(key): name for key, name in origins.items()}
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        merged = deep_merge(merged, layer)
+    try:
+        return Settings.model_validate(merged)
+    except ValidationError as exc:
+        raise InvalidConfig(problems_of(exc, Settings, merged, origins)) from None
+
+
+def _renamed(layer: dict[str, Any]) -> dict[str, Any]:
+    """`batch_interval: 1s` is spelled `batch_interval_ms` inside, so layers override it."""
+    if "batch_interval" not in layer:
+        return layer
+    if "batch_interval_ms" in layer:
+        msg = "batch_interval and batch_interval_ms are both given; keep one"
+        raise InvalidConfig([msg])
+    renamed = {key: value for key, value in layer.items() if key != "batch_interval"}
+    renamed["batch_interval_ms"] = layer["batch_interval"]
+    return renamed
+
+
+def _renamed_path(path: tuple[str, ...]) -> tuple[str, ...]:
+    return ("batch_interval_ms", *path[1:]) if path[:1] == ("batch_interval",) else path
+
+
+def json_schema() -> dict[str, Any]:
+    """JSON Schema (draft 2020-12) of the configuration file, generated from the models."""
+    schema = Settings.model_json_schema()
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}

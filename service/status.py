@@ -1,0 +1,180 @@
+"""What the service is doing now: the data of Spark's Streaming tab, for `/status` and the page.
+
+The engine reports batches as they start and finish; the HTTP server reads `snapshot()`. The board
+holds only what it is given here: names, offsets, counts and timings. No settings object is ever
+passed in, so no secret can reach `/status`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from connectors.offsets import OffsetRange
+
+RUNNING = "running"
+# Batches kept for /status: at 1 s batches, the last few minutes.
+DEFAULT_MAX_BATCHES = 200
+
+
+@dataclass
+class _Batch:
+    """One row of the table; mutated only under the board's lock."""
+
+    batch_time: int
+    ranges: tuple[OffsetRange, ...] = ()
+    scheduling_delay_s: float | None = None
+    records_in: int | None = None
+    outputs: dict[str, int] = field(default_factory=dict)
+    processing_s: float | None = None
+    outcome: str = RUNNING
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "batch_time": self.batch_time,
+            "batch_time_iso": _iso(self.batch_time),
+            "ranges": [r.to_json() for r in self.ranges],
+            "planned_records": sum(r.count for r in self.ranges),
+            "records_in": self.records_in,
+            "outputs": dict(self.outputs),
+            "processing_s": self.processing_s,
+            "scheduling_delay_s": self.scheduling_delay_s,
+            "outcome": self.outcome,
+        }
+
+
+class StatusBoard:
+    """Thread-safe record of recent batches, the epoch, readiness and the scheduler's heartbeat.
+
+    `healthy()` is false once the scheduler has not called `heartbeat()` for `wedged_after_s`
+    (default: 10 batch intervals, at least 30 s). The board's creation counts as the first
+    heartbeat, so a recovery that hangs is noticed as well.
+    """
+
+    def __init__(
+        self,
+        app_id: str,
+        batch_interval_ms: int,
+        *,
+        max_batches: int = DEFAULT_MAX_BATCHES,
+        wedged_after_s: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._app_id = app_id
+        self._batch_interval_ms = batch_interval_ms
+        self._max_batches = max_batches
+        self._wedged_after_s = wedged_after_s or max(30.0, 10 * batch_interval_ms / 1000)
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._batches: dict[int, _Batch] = {}
+        self._epoch: int | None = None
+        self._ready = False
+        self._last_heartbeat = clock()
+        # Optional pull-based heartbeat: returns the scheduler's last tick on the same clock.
+        self.heartbeat_source: Callable[[], float] | None = None
+        self._totals = {"completed": 0, "failed": 0, "records_in": 0}
+
+    # --- Reported by the engine ---------------------------------------------------------------
+
+    def batch_started(
+        self, batch_time: int, ranges: Iterable[OffsetRange], scheduling_delay_s: float
+    ) -> None:
+        """Batch `batch_time` (ms) starts with its planned (journaled) ranges."""
+        with self._lock:
+            batch = self._row(batch_time)
+            batch.ranges = tuple(ranges)
+            batch.scheduling_delay_s = scheduling_delay_s
+            batch.outcome = RUNNING
+
+    def batch_finished(
+        self,
+        batch_time: int,
+        records_in: int,
+        outputs: Mapping[str, int],
+        processing_s: float,
+        outcome: str,
+    ) -> None:
+        """Batch `batch_time` is done: records read, records written per output, how it ended."""
+        with self._lock:
+            batch = self._row(batch_time)
+            batch.records_in = records_in
+            batch.outputs = {str(name): int(count) for name, count in outputs.items()}
+            batch.processing_s = processing_s
+            batch.outcome = str(outcome)
+            if outcome in ("completed", "failed"):
+                self._totals[outcome] += 1
+            self._totals["records_in"] += records_in
+
+    def set_epoch(self, epoch: int) -> None:
+        with self._lock:
+            self._epoch = epoch
+
+    def set_ready(self, ready: bool = True) -> None:
+        """Ready once recovery finished and the first batch completed (`/readyz`)."""
+        with self._lock:
+            self._ready = ready
+
+    def heartbeat(self) -> None:
+        """The scheduler is alive; call it at least once per batch interval."""
+        with self._lock:
+            self._last_heartbeat = self._clock()
+
+    # --- Read by the HTTP server ----------------------------------------------------------------
+
+    @property
+    def ready(self) -> bool:
+        with self._lock:
+            return self._ready
+
+    def healthy(self) -> tuple[bool, str]:
+        """(alive, why): alive while the scheduler's heartbeat (pushed or pulled) is recent."""
+        age = self._heartbeat_age()
+        if age <= self._wedged_after_s:
+            return True, f"scheduler heartbeat {age:.1f}s ago"
+        return False, (
+            f"scheduler heartbeat {age:.1f}s ago, expected within {self._wedged_after_s:.0f}s; "
+            "the scheduler is wedged"
+        )
+
+    def snapshot(self) -> dict[str, Any]:
+        """JSON-able: app, epoch, readiness, health, totals and recent batches, oldest first."""
+        age = self._heartbeat_age()
+        healthy = age <= self._wedged_after_s
+        with self._lock:
+            batches = [self._batches[t].to_json() for t in sorted(self._batches)]
+            return {
+                "app": self._app_id,
+                "epoch": self._epoch,
+                "ready": self._ready,
+                "healthy": healthy,
+                "heartbeat_age_s": round(age, 3),
+                "batch_interval_ms": self._batch_interval_ms,
+                "totals": dict(self._totals),
+                "now": _iso(int(time.time() * 1000)),
+                "batches": batches,
+            }
+
+    def _heartbeat_age(self) -> float:
+        source = self.heartbeat_source
+        pulled = source() if source is not None else None
+        with self._lock:
+            last = self._last_heartbeat if pulled is None else max(pulled, self._last_heartbeat)
+            return self._clock() - last
+
+    def _row(self, batch_time: int) -> _Batch:
+        """The row of `batch_time`; a new row pushes the oldest out beyond the bound."""
+        batch = self._batches.get(batch_time)
+        if batch is None:
+            batch = self._batches[batch_time] = _Batch(batch_time)
+            while len(self._batches) > self._max_batches:
+                del self._batches[min(self._batches)]
+        return batch
+
+
+def _iso(millis: int) -> str:
+    moment = datetime.fromtimestamp(millis / 1000, tz=UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
