@@ -55,4 +55,6 @@ class OffsetRange:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> OffsetRange:
-        return cls(str(data["topic"]), int(data["partition"]), int(data["from"]), int(data["until"]))
+        return cls(
+            str(data["topic"]), int(data["partition"]), int(data["from"]), int(data["until"])
+        )

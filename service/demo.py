@@ -61,9 +61,7 @@ def write_config(workdir: Path, bootstrap: str, port: int) -> Path:
         "job": "examples.wordcount:build",
         "batch_interval_ms": 1000,
         "kafka": {"bootstrap_servers": bootstrap},
-        "sources": {
-            "lines": {"topics": [TOPIC], "starting_offsets": "earliest", "codec": "utf-8"}
-        },
+        "sources": {"lines": {"topics": [TOPIC], "starting_offsets": "earliest", "codec": "utf-8"}},
         "sinks": {"counts": {"type": "files", "path": str(workdir / "out")}},
         "journal": {"type": "file", "path": str(workdir / "state" / "journal")},
         "http": {"host": "127.0.0.1", "port": port},
@@ -91,7 +89,7 @@ def produce_for(bootstrap: str, seconds: int, rate: int, port: int) -> Counter[s
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
-    rng = random.Random(42)
+    rng = random.Random(42)  # noqa: S311 - demo text, not security
     produced: Counter[str] = Counter()
     lines = 0
     started = time.monotonic()

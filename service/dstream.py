@@ -2,8 +2,8 @@
 
 This module is wiring only. Each operator returns a new `DStream` whose `compute(t)` applies one RDD
 transformation to its parents' RDDs for the same batch time. Operator bodies are plain functions
-(see `service.functions`), and every shuffle has a fixed partition count, so the same journaled input
-gives the same output partitions on every replay.
+(see `service.functions`), and every shuffle has a fixed partition count, so the same journaled
+input gives the same output partitions on every replay.
 """
 
 from __future__ import annotations

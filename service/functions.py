@@ -34,7 +34,7 @@ def second(pair: tuple[Any, V]) -> V:
 
 
 def key_by_position(index: int, rows: Iterable[T]) -> Iterator[tuple[tuple[int, int], T]]:
-    """Keys each row by (partition, position) so a repartition spreads rows the same way on replay."""
+    """Keys rows by (partition, position) so a repartition spreads them the same way on replay."""
     for position, row in enumerate(rows):
         yield ((index, position), row)
 

@@ -60,7 +60,7 @@ class SinkOutput:
         self.sink.commit(app, self.name, batch_time, result.partitions)
 
     def _write_on_driver(self, rdd: Any, app: str, batch_time: int) -> list[tuple[int, int, bool]]:
-        """For sinks that live in the driver (console, tests): collect each partition, then write."""
+        """For driver-side sinks (console, tests): collect each partition, then write it."""
         parts = rdd.mapPartitionsWithIndex(collect_partition).collect()
         reports = []
         for index, rows in parts:

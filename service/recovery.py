@@ -146,11 +146,17 @@ def describe_graph_change(old: dict[str, Any] | None, new: dict[str, Any]) -> li
     changes: list[str] = []
     old_outputs = {o["name"]: o for o in old.get("outputs", [])}
     new_outputs = {o["name"]: o for o in new.get("outputs", [])}
-    changes += [f"output {name!r} was removed" for name in sorted(set(old_outputs) - set(new_outputs))]
-    changes += [f"output {name!r} was added" for name in sorted(set(new_outputs) - set(old_outputs))]
+    changes += [
+        f"output {name!r} was removed" for name in sorted(set(old_outputs) - set(new_outputs))
+    ]
+    changes += [
+        f"output {name!r} was added" for name in sorted(set(new_outputs) - set(old_outputs))
+    ]
     for name in sorted(set(old_outputs) & set(new_outputs)):
         if old_outputs[name] != new_outputs[name]:
-            changes.append(f"output {name!r} changed from {old_outputs[name]} to {new_outputs[name]}")
+            changes.append(
+                f"output {name!r} changed from {old_outputs[name]} to {new_outputs[name]}"
+            )
     old_streams = {s["id"]: s for s in old.get("streams", [])}
     for stream in new.get("streams", []):
         before = old_streams.get(stream["id"])

@@ -36,7 +36,9 @@ class Scheduler:
         """Ask the loop to return after the batch in progress (safe from a signal handler)."""
         self.stopping.set()
 
-    def run(self, first_batch_time: int, run_batch: RunBatch, max_batches: int | None = None) -> int:
+    def run(
+        self, first_batch_time: int, run_batch: RunBatch, max_batches: int | None = None
+    ) -> int:
         """Runs batches until stopped (or `max_batches` ran); returns the next batch time."""
         batch_time = first_batch_time
         ran = 0

@@ -22,7 +22,9 @@ def make_kafka_source(settings: Any, ctx: StreamingContext, name: str) -> KafkaI
     source = settings.sources.get(name)
     if source is None:
         known = ", ".join(sorted(settings.sources)) or "none"
-        msg = f"the job reads source {name!r}, but sources.{name} is not configured (known: {known})"
+        msg = (
+            f"the job reads source {name!r}, but sources.{name} is not configured (known: {known})"
+        )
         raise ConfigError(msg)
     conf = settings.kafka.librdkafka_config()
     conf["group.id"] = source.group_id or settings.app_id
@@ -40,7 +42,7 @@ def make_kafka_source(settings: Any, ctx: StreamingContext, name: str) -> KafkaI
 
 
 def planner_starting_offsets(value: Any) -> Any:
-    """Config's `{"topic:partition": offset}` becomes the planner's `{topic: {partition: offset}}`."""
+    """Config's `{"topic:partition": n}` becomes the planner's `{topic: {partition: n}}`."""
     if not isinstance(value, dict):
         return value
     nested: dict[str, dict[int, int]] = {}

@@ -54,9 +54,7 @@ class FileSink:
         folder = self.batch_dir(output, batch_time)
         if (folder / SUCCESS).exists():
             return
-        missing = [
-            p for p in range(partitions) if not (folder / f"part-{p:05d}.jsonl").exists()
-        ]
+        missing = [p for p in range(partitions) if not (folder / f"part-{p:05d}.jsonl").exists()]
         if missing:
             msg = (
                 f"files sink cannot commit {output} batch {batch_time}: parts {missing} of "

@@ -1,0 +1,155 @@
+"""Which Apache Kafka the tests and the demo talk to, and how they create topics on it.
+
+Order of choice (DESIGN.md §8): `KAFKA_BOOTSTRAP_SERVERS` names an external cluster; else, when a
+Docker engine answers, a Testcontainers Kafka; else a local KRaft cluster started from the pinned
+Apache Kafka jars (`service.dev.kafka_cluster`).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, Literal
+
+from service.dev.kafka_cluster import KafkaClusterError, LocalKafkaCluster
+
+KafkaBackend = Literal["external", "testcontainers", "local"]
+
+BOOTSTRAP_ENV = "KAFKA_BOOTSTRAP_SERVERS"
+# Confluent Platform 7.9 is Apache Kafka 3.9, the newest image the Testcontainers module can
+# configure for KRaft; the protocol features the tests use are the same as in 4.1.
+TESTCONTAINERS_IMAGE = "confluentinc/cp-kafka:7.9.0"
+
+
+def choose_kafka_backend(environ: Mapping[str, str], docker_available: bool) -> KafkaBackend:
+    """The backend to use: an external cluster if named, else Testcontainers, else local."""
+    if environ.get(BOOTSTRAP_ENV, "").strip():
+        return "external"
+    if docker_available:
+        return "testcontainers"
+    return "local"
+
+
+def docker_engine_answers(timeout_s: float = 2.0) -> bool:
+    """True when a Docker engine (DOCKER_HOST or the default socket) answers a ping."""
+    try:
+        import docker  # type: ignore[import-untyped]  # docker-py ships no type information
+
+        client = docker.from_env(timeout=timeout_s)
+        try:
+            return bool(client.ping())
+        finally:
+            client.close()
+    except Exception:  # any failure means "no usable engine": fall back to the local cluster
+        return False
+
+
+@contextmanager
+def kafka_endpoint(brokers: int = 1) -> Iterator[str]:
+    """Yield the bootstrap servers of a Kafka with `brokers` brokers, stopping it afterwards.
+
+    An external cluster is used as it is. Testcontainers gives one broker only, so a request for
+    more brokers is served by the local cluster.
+    """
+    backend = choose_kafka_backend(os.environ, docker_available=docker_engine_answers())
+    if backend == "testcontainers" and brokers > 1:
+        backend = "local"
+    if backend == "external":
+        bootstrap = os.environ[BOOTSTRAP_ENV].strip()
+        _announce(f"external cluster from ${BOOTSTRAP_ENV} at {bootstrap}")
+        yield bootstrap
+    elif backend == "testcontainers":
+        with _testcontainers_kafka() as bootstrap:
+            _announce(f"Testcontainers {TESTCONTAINERS_IMAGE} (KRaft) at {bootstrap}")
+            yield bootstrap
+    else:
+        with LocalKafkaCluster(brokers=brokers) as cluster:
+            _announce(
+                f"local KRaft cluster of {brokers} broker(s) at {cluster.bootstrap_servers} "
+                f"(files in {cluster.workdir})"
+            )
+            yield cluster.bootstrap_servers
+
+
+def _announce(what: str) -> None:
+    print(f"dstreams: Kafka backend: {what}", file=sys.stderr, flush=True)
+
+
+@contextmanager
+def _testcontainers_kafka() -> Iterator[str]:
+    from testcontainers.community.kafka import KafkaContainer
+
+    container = (
+        KafkaContainer(image=TESTCONTAINERS_IMAGE)
+        .with_kraft()
+        # One broker cannot hold the default RF=3 / min ISR 2 transaction log.
+        .with_env("KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR", "1")
+        .with_env("KAFKA_TRANSACTION_STATE_LOG_MIN_ISR", "1")
+    )
+    with container:
+        yield str(container.get_bootstrap_server())
+
+
+# --- Topics -----------------------------------------------------------------------------------
+
+# Creating a topic is a metadata write; on a loaded 2-core machine it still takes well under this.
+TOPIC_READY_TIMEOUT_S = 30.0
+
+
+def create_topic(
+    bootstrap: str,
+    name: str,
+    partitions: int = 1,
+    replication: int = 1,
+    config: Mapping[str, str] | None = None,
+    timeout_s: float = TOPIC_READY_TIMEOUT_S,
+) -> str:
+    """Create topic `name` and wait until every partition has a leader and a full ISR."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topic = NewTopic(
+        name,
+        num_partitions=partitions,
+        replication_factor=replication,
+        config=dict(config or {}),
+    )
+    futures = admin.create_topics([topic], operation_timeout=timeout_s, request_timeout=timeout_s)
+    futures[name].result(timeout=timeout_s)
+    _wait_until_usable(admin, name, partitions, replication, time.monotonic() + timeout_s)
+    return name
+
+
+def _wait_until_usable(
+    admin: Any, name: str, partitions: int, replication: int, deadline: float
+) -> None:
+    # The controller acknowledges creation before every broker has the new metadata; a producer
+    # started now could see "unknown topic" and a consumer could miss the first assignment.
+    found = "no metadata"
+    while time.monotonic() < deadline:
+        found = _partition_state(admin, name, partitions, replication)
+        if not found:
+            return
+        time.sleep(0.1)
+    msg = (
+        f"expected topic {name!r} to have {partitions} partition(s), each with a leader and "
+        f"{replication} in-sync replica(s), but {found}. Check the brokers' logs."
+    )
+    raise KafkaClusterError(msg)
+
+
+def _partition_state(admin: Any, name: str, partitions: int, replication: int) -> str:
+    """An empty string when the topic is usable, else what is still missing."""
+    metadata = admin.list_topics(topic=name, timeout=5)
+    topic = metadata.topics.get(name)
+    if topic is None or topic.error is not None:
+        return f"metadata says {topic.error if topic else 'no such topic'}"
+    if len(topic.partitions) != partitions:
+        return f"metadata lists {len(topic.partitions)} partition(s)"
+    for partition in topic.partitions.values():
+        if partition.leader < 0 or len(partition.isrs) < replication:
+            return f"partition {partition.id} has leader {partition.leader}, ISR {partition.isrs}"
+    return ""

@@ -1,0 +1,551 @@
+"""A real Apache Kafka cluster (KRaft mode) on loopback, for tests and the demo.
+
+The broker jars of one pinned release are resolved from Maven Central with `mvn` (see
+`devtools/kafka/pom.xml`) once, and the classpath is cached under `~/.cache/dstreams/`. Each cluster
+lives in its own directory; every broker is a plain `java -cp ... kafka.Kafka` process that this
+module started and stops again by PID.
+
+    with LocalKafkaCluster(brokers=3) as cluster:
+        print(cluster.bootstrap_servers)   # 127.0.0.1:41001,127.0.0.1:41003,127.0.0.1:41005
+        cluster.kill_broker(0)
+        cluster.restart_broker(0)
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import ctypes
+import fcntl
+import hashlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+from service.errors import DStreamsError
+
+KAFKA_VERSION = "4.1.1"
+POM_PATH = Path(__file__).resolve().parents[2] / "devtools" / "kafka" / "pom.xml"
+
+# A broker needs ~150 MB of heap for test traffic; a small cap keeps three brokers and Spark
+# together within a shared laptop or CI runner.
+_BROKER_JVM_OPTS = ("-Xmx512m", "-Xms64m", "-XX:+UseSerialGC", "-Djava.awt.headless=true")
+# The storage tool runs for about a second; the C1 compiler alone starts it fastest.
+_TOOL_JVM_OPTS = ("-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
+
+# Start-up takes ~4 s when the machine is idle; the limit leaves room for a loaded 2-core runner.
+START_TIMEOUT_S = 90.0
+# SIGTERM gives a controlled shutdown; a combined node that has lost its quorum can wait forever
+# for it, so after this grace period the broker is killed.
+STOP_GRACE_S = 10.0
+_LOG_TAIL_LINES = 40
+
+_LOG4J2_PROPERTIES = """\
+# Written by dstreams: every broker logs to stdout, which goes to its broker.log.
+status = warn
+appender.out.type = Console
+appender.out.name = STDOUT
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.out.ref = STDOUT
+# The config dump and request logs make a failure harder to find, not easier.
+logger.config.name = org.apache.kafka.common.config.AbstractConfig
+logger.config.level = WARN
+logger.state.name = state.change.logger
+logger.state.level = WARN
+"""
+
+
+class KafkaClusterError(DStreamsError):
+    """The local Kafka cluster could not be resolved, started or stopped."""
+
+
+# --- Locating java and the Kafka classpath ----------------------------------------------------
+
+
+def find_java() -> str:
+    """The `java` to run brokers with: `$JAVA_HOME/bin/java`, else `java` on PATH."""
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home and (Path(java_home) / "bin" / "java").is_file():
+        return str(Path(java_home) / "bin" / "java")
+    found = shutil.which("java")
+    if found is None:
+        msg = (
+            f"Apache Kafka {KAFKA_VERSION} needs a Java 17+ runtime, but no `java` was found on "
+            "PATH or in $JAVA_HOME. Install one (Debian/Ubuntu: `apt-get install "
+            "openjdk-17-jre-headless`) or set KAFKA_BOOTSTRAP_SERVERS to use an existing cluster."
+        )
+        raise KafkaClusterError(msg)
+    return found
+
+
+def cache_dir() -> Path:
+    """Where resolved classpaths are kept: `$XDG_CACHE_HOME/dstreams/kafka-<version>/`."""
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "dstreams" / f"kafka-{KAFKA_VERSION}"
+
+
+def kafka_classpath(pom: Path = POM_PATH) -> list[str]:
+    """The jars of the pinned Kafka release, resolved with Maven on first use and then cached.
+
+    The cache file is named after the pom's hash, so editing the pom re-resolves; a cached
+    classpath whose jars have gone (e.g. `~/.m2` was cleaned) is resolved again too.
+    """
+    if not pom.is_file():
+        msg = f"expected the Kafka pom at {pom}, found nothing; run from a checkout of dstreams."
+        raise KafkaClusterError(msg)
+    digest = hashlib.sha256(pom.read_bytes()).hexdigest()[:12]
+    cached = cache_dir() / f"classpath-{digest}.txt"
+    with _file_lock(cache_dir() / ".lock"):
+        jars = _read_cached_classpath(cached)
+        if jars is None:
+            jars = _resolve_with_maven(pom, cached)
+    return jars
+
+
+@contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    # Parallel test sessions share the cache; one resolves while the others wait for its result.
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _read_cached_classpath(cached: Path) -> list[str] | None:
+    if not cached.is_file():
+        return None
+    jars = [jar for jar in cached.read_text().strip().split(os.pathsep) if jar]
+    if not jars or not all(Path(jar).is_file() for jar in jars):
+        return None
+    return jars
+
+
+def _resolve_with_maven(pom: Path, cached: Path) -> list[str]:
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        msg = (
+            f"resolving the Apache Kafka {KAFKA_VERSION} jars needs Apache Maven, but no `mvn` "
+            "was found on PATH. Install it (Debian/Ubuntu: `apt-get install maven`) or set "
+            "KAFKA_BOOTSTRAP_SERVERS to use an existing cluster."
+        )
+        raise KafkaClusterError(msg)
+    partial = cached.with_suffix(f".{os.getpid()}.tmp")
+    command = [
+        mvn,
+        "-q",
+        "-B",
+        "-f",
+        str(pom),
+        "dependency:build-classpath",
+        f"-Dmdep.outputFile={partial}",
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, check=False)  # noqa: S603
+    if result.returncode != 0 or not partial.is_file():
+        output = _tail((result.stdout + result.stderr).splitlines())
+        msg = (
+            f"expected `{' '.join(command)}` to resolve the Kafka jars, but it exited with "
+            f"{result.returncode}. Check that Maven Central (https://repo.maven.apache.org) is "
+            f"reachable, or the proxy/mirror in ~/.m2/settings.xml. Maven said:\n{output}"
+        )
+        raise KafkaClusterError(msg)
+    partial.replace(cached)  # atomic: readers see the old file or the complete new one
+    jars = _read_cached_classpath(cached)
+    if jars is None:
+        msg = f"Maven wrote a classpath to {cached} that names missing jars; delete it and retry."
+        raise KafkaClusterError(msg)
+    return jars
+
+
+# --- Processes --------------------------------------------------------------------------------
+
+
+def _die_with_parent() -> None:
+    # If the Python process dies without calling stop() (SIGKILL, OOM), its brokers must not linger
+    # on a shared machine. PR_SET_PDEATHSIG fires when the *thread* that forked exits, so brokers
+    # are started from the thread that owns the cluster (in practice, the main thread).
+    pr_set_pdeathsig = 1
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
+
+
+def _free_port() -> int:
+    # The kernel picks a free port; the short window before the broker binds it is an accepted
+    # race (a clash shows up as a clear start-up error naming the address in use).
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _tail(lines: list[str], count: int = _LOG_TAIL_LINES) -> str:
+    return "\n".join(lines[-count:])
+
+
+def _log_tail(path: Path) -> str:
+    if not path.is_file():
+        return "(no log written)"
+    lines = path.read_text(errors="replace").splitlines()
+    # The first ERROR usually names the cause; the tail may be only its stack trace.
+    errors = [line for line in lines if "] ERROR " in line][:3]
+    tail = _tail(lines)
+    if not errors:
+        return tail
+    return "First errors:\n" + "\n".join(errors) + "\n...\n" + tail
+
+
+def _new_cluster_id() -> str:
+    # Kafka's Uuid text form: 16 random bytes, URL-safe base64 without padding.
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
+
+
+def _signal_process(process: subprocess.Popen[bytes], signum: signal.Signals) -> None:
+    if process.poll() is None:
+        try:
+            os.kill(process.pid, signum)
+        except ProcessLookupError:
+            pass  # exited between poll() and kill()
+
+
+# --- One broker -------------------------------------------------------------------------------
+
+
+@dataclass
+class _Broker:
+    """One combined broker+controller node: its ports, files and (while running) its process."""
+
+    node_id: int
+    port: int
+    controller_port: int
+    home: Path
+    process: subprocess.Popen[bytes] | None = None
+    _log: IO[bytes] | None = None
+
+    @property
+    def config_path(self) -> Path:
+        return self.home / "server.properties"
+
+    @property
+    def log_path(self) -> Path:
+        return self.home / "broker.log"
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def launch(self, command: list[str]) -> None:
+        self._close_log()
+        self._log = self.log_path.open("ab")
+        self.process = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            cwd=self.home,
+            start_new_session=True,  # Ctrl-C reaches Python, which stops the brokers in order
+            preexec_fn=_die_with_parent,
+        )
+
+    def kill(self) -> None:
+        if self.process is not None:
+            _signal_process(self.process, signal.SIGKILL)
+            self.process.wait()
+        self._close_log()
+
+    def _close_log(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+
+# --- The cluster ------------------------------------------------------------------------------
+
+_LIVE_CLUSTERS: weakref.WeakSet[LocalKafkaCluster] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_leftover_clusters() -> None:
+    # A test or script that forgot stop() must still not leave JVMs behind.
+    for cluster in list(_LIVE_CLUSTERS):
+        cluster.stop()
+
+
+class LocalKafkaCluster:
+    """A KRaft cluster of 1 or 3 combined broker+controller nodes on 127.0.0.1 free ports.
+
+    One broker: internal topics with replication factor 1. Three brokers: a 3-voter controller
+    quorum, default replication factor 3, `min.insync.replicas=2`, and a transaction state log with
+    replication factor 3 and minimum ISR 2, so `acks=all` survives one broker and no more.
+    """
+
+    def __init__(self, brokers: int = 1, workdir: Path | None = None) -> None:
+        if brokers < 1:
+            msg = f"expected at least 1 broker, got {brokers}"
+            raise KafkaClusterError(msg)
+        self._count = brokers
+        self._requested_workdir = workdir
+        self._workdir: Path | None = None
+        self._owns_workdir = False
+        self._brokers: list[_Broker] = []
+        self._classpath: list[str] = []
+        self._java = ""
+
+    # -- public API --
+
+    def __enter__(self) -> LocalKafkaCluster:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """`host:port` of every broker, comma-separated."""
+        if not self._brokers:
+            msg = "the cluster has no bootstrap servers yet: call start() first"
+            raise KafkaClusterError(msg)
+        return ",".join(f"127.0.0.1:{broker.port}" for broker in self._brokers)
+
+    @property
+    def workdir(self) -> Path:
+        """The cluster's directory; `broker-<i>/` has `server.properties`, `data/`, `broker.log`."""
+        if self._workdir is None:
+            msg = "the cluster has no directory yet: call start() first"
+            raise KafkaClusterError(msg)
+        return self._workdir
+
+    def start(self) -> None:
+        """Format storage, launch every broker and block until each one serves metadata."""
+        if self._brokers:
+            msg = "the cluster is already started; call stop() before starting it again"
+            raise KafkaClusterError(msg)
+        self._java = find_java()
+        self._classpath = kafka_classpath()
+        self._workdir = self._make_workdir()
+        self._brokers = self._plan_brokers(self._workdir)
+        _LIVE_CLUSTERS.add(self)
+        try:
+            self._format_storage(_new_cluster_id())
+            for broker in self._brokers:
+                broker.launch(self._broker_command(broker))
+            self._wait_until_serving(self._brokers)
+        except BaseException:
+            self.stop(keep_workdir=True)
+            raise
+
+    def stop(self, keep_workdir: bool = False) -> None:
+        """Stop the brokers this cluster started, by PID: SIGTERM, then SIGKILL after a grace."""
+        # All at once: stopped one by one, the last nodes of a quorum wait for each other.
+        processes = [b.process for b in self._brokers if b.process is not None]
+        for process in processes:
+            _signal_process(process, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE_S
+        for process in processes:
+            try:
+                process.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass  # killed just below
+        for broker in self._brokers:
+            broker.kill()  # SIGKILL whatever outlived the grace period; reap; close the log
+        self._brokers = []
+        _LIVE_CLUSTERS.discard(self)
+        if self._owns_workdir and self._workdir is not None and not keep_workdir:
+            shutil.rmtree(self._workdir, ignore_errors=True)
+
+    def kill_broker(self, index: int) -> None:
+        """SIGKILL broker `index` (0-based) and wait until it is gone; its data dir is kept."""
+        self._broker(index).kill()
+
+    def restart_broker(self, index: int) -> None:
+        """Start broker `index` again on the same ports and data dir; block until it serves."""
+        broker = self._broker(index)
+        if broker.running:
+            msg = f"broker {index} is still running; kill_broker({index}) before restarting it"
+            raise KafkaClusterError(msg)
+        broker.launch(self._broker_command(broker))
+        self._wait_until_serving([broker])
+
+    # -- layout and configuration --
+
+    def _make_workdir(self) -> Path:
+        if self._requested_workdir is not None:
+            self._requested_workdir.mkdir(parents=True, exist_ok=True)
+            self._owns_workdir = False
+            return self._requested_workdir
+        self._owns_workdir = True
+        return Path(tempfile.mkdtemp(prefix=f"dstreams-kafka{self._count}-"))
+
+    def _plan_brokers(self, workdir: Path) -> list[_Broker]:
+        (workdir / "log4j2.properties").write_text(_LOG4J2_PROPERTIES)
+        brokers = [
+            _Broker(node_id=i + 1, port=_free_port(), controller_port=_free_port(), home=home)
+            for i, home in enumerate(workdir / f"broker-{i}" for i in range(self._count))
+        ]
+        voters = ",".join(f"{b.node_id}@127.0.0.1:{b.controller_port}" for b in brokers)
+        for broker in brokers:
+            broker.home.mkdir(parents=True, exist_ok=True)
+            broker.config_path.write_text(self._server_properties(broker, voters))
+        return brokers
+
+    def _server_properties(self, broker: _Broker, voters: str) -> str:
+        replication = min(self._count, 3)
+        min_isr = 2 if replication >= 3 else 1
+        settings = {
+            "process.roles": "broker,controller",
+            "node.id": broker.node_id,
+            "controller.quorum.voters": voters,
+            "listeners": (
+                f"PLAINTEXT://127.0.0.1:{broker.port},CONTROLLER://127.0.0.1:{broker.controller_port}"
+            ),
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{broker.port}",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "log.dirs": broker.home / "data",
+            "num.partitions": 1,
+            "default.replication.factor": replication,
+            "min.insync.replicas": min_isr,
+            "offsets.topic.replication.factor": replication,
+            # Fewer internal partitions: the first consumer group and transaction start faster.
+            "offsets.topic.num.partitions": 10,
+            "transaction.state.log.replication.factor": replication,
+            "transaction.state.log.min.isr": min_isr,
+            "transaction.state.log.num.partitions": 10,
+            "share.coordinator.state.topic.replication.factor": replication,
+            "share.coordinator.state.topic.min.isr": min_isr,
+            # Tests join groups one at a time; the 3 s default delay would only slow them.
+            "group.initial.rebalance.delay.ms": 0,
+            # A killed broker is fenced (and leaves the ISRs) after this, rather than after 9 s, so
+            # failover tests stay short; the heartbeat must stay well under the session timeout.
+            "broker.heartbeat.interval.ms": 500,
+            "broker.session.timeout.ms": 4000,
+        }
+        lines = [f"{key}={value}" for key, value in settings.items()]
+        return "# Generated by dstreams (service/dev/kafka_cluster.py)\n" + "\n".join(lines) + "\n"
+
+    def _java_command(self, jvm_opts: tuple[str, ...], main: str, *args: str) -> list[str]:
+        log4j = f"-Dlog4j2.configurationFile={self.workdir / 'log4j2.properties'}"
+        classpath = os.pathsep.join(self._classpath)
+        return [self._java, *jvm_opts, log4j, "-cp", classpath, main, *args]
+
+    def _broker_command(self, broker: _Broker) -> list[str]:
+        return self._java_command(_BROKER_JVM_OPTS, "kafka.Kafka", str(broker.config_path))
+
+    # -- start-up steps --
+
+    def _format_storage(self, cluster_id: str) -> None:
+        # The brokers' storage tools run in parallel: each is a short JVM, mostly start-up time.
+        tools = []
+        for broker in self._brokers:
+            command = self._java_command(
+                _TOOL_JVM_OPTS,
+                "kafka.tools.StorageTool",
+                "format",
+                "--cluster-id",
+                cluster_id,
+                "--config",
+                str(broker.config_path),
+            )
+            log = broker.home / "format.log"
+            with log.open("wb") as out:
+                tool = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)  # noqa: S603
+            tools.append((tool, log))
+        for tool, log in tools:
+            if tool.wait() != 0:
+                msg = (
+                    f"expected the Kafka storage tool to format {log.parent / 'data'}, but it "
+                    f"exited with {tool.returncode}. Its output ({log}):\n{_log_tail(log)}"
+                )
+                raise KafkaClusterError(msg)
+
+    def _wait_until_serving(self, brokers: list[_Broker]) -> None:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        for broker in brokers:
+            self._wait_for_port(broker, deadline)
+        self._wait_for_metadata(brokers, deadline)
+
+    def _wait_for_port(self, broker: _Broker, deadline: float) -> None:
+        while not _port_open(broker.port):
+            self._check_alive(broker)
+            if time.monotonic() > deadline:
+                self._fail_start(broker, f"port {broker.port} did not open")
+            time.sleep(0.1)
+
+    def _wait_for_metadata(self, brokers: list[_Broker], deadline: float) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        # Every node must be registered and unfenced: only then does it lead partitions and
+        # count towards replication factors when topics are created.
+        wanted = {b.node_id for b in self._brokers if b.running}
+        for broker in brokers:
+            admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{broker.port}"})
+            while True:
+                self._check_alive(broker)
+                seen = self._brokers_seen(admin)
+                if wanted <= seen:
+                    break
+                if time.monotonic() > deadline:
+                    found = ", ".join(map(str, sorted(seen))) or "none"
+                    wanted_text = ", ".join(map(str, sorted(wanted)))
+                    self._fail_start(
+                        broker, f"metadata lists brokers [{found}], expected [{wanted_text}]"
+                    )
+                time.sleep(0.2)
+
+    @staticmethod
+    def _brokers_seen(admin: Any) -> set[int]:
+        from confluent_kafka import KafkaException
+
+        try:
+            metadata = admin.list_topics(timeout=2)
+        except KafkaException:
+            return set()
+        return set(metadata.brokers)
+
+    def _check_alive(self, broker: _Broker) -> None:
+        if broker.process is not None and broker.process.poll() is not None:
+            code = broker.process.returncode
+            self._fail_start(broker, f"the broker process exited with code {code}")
+
+    def _fail_start(self, broker: _Broker, found: str) -> None:
+        msg = (
+            f"expected Kafka broker {broker.node_id - 1} (node {broker.node_id}) to serve metadata "
+            f"on 127.0.0.1:{broker.port} within {START_TIMEOUT_S:.0f} s, but {found}. "
+            f"The cluster's files are kept in {self.workdir}. Last lines of {broker.log_path}:\n"
+            f"{_log_tail(broker.log_path)}"
+        )
+        raise KafkaClusterError(msg)
+
+    def _broker(self, index: int) -> _Broker:
+        if not 0 <= index < len(self._brokers):
+            msg = f"expected a broker index in [0, {len(self._brokers)}), got {index}"
+            raise KafkaClusterError(msg)
+        return self._brokers[index]
