@@ -102,8 +102,17 @@ class StreamingContext:
         stream = KafkaInputDStream(
             self, name, planner, kafka_conf, codec, min_partitions, subscription
         )
+        stream.metadata = metadata
         self._sources_by_name[name] = stream
         return stream
+
+    def consumer_lag(self) -> dict[tuple[str, int], int]:
+        """Records waiting behind the last planned batch, per Kafka partition."""
+        lag: dict[tuple[str, int], int] = {}
+        for source in self.inputs:
+            if isinstance(source, KafkaInputDStream):
+                lag.update(source.lag())
+        return lag
 
     def source(self, name: str) -> DStream:
         """The decoded values of the Kafka source configured under `name`."""

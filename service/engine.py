@@ -109,9 +109,10 @@ class Service:
 
         settings = self.settings
         self.sc = create_spark_context(
-            f"dstreams-{settings.app_id}", settings.spark.master, settings.spark.conf
+            f"dstreams-{settings.app_id}", settings.spark.master, settings.spark.spark_conf()
         )
         self.ctx = build_context(settings, self.sc)
+        self.observer.lag_source = self.ctx.consumer_lag
         journal = wiring.make_journal(settings)
         epoch = journal.open()
         self.observer.set_epoch(epoch)

@@ -7,6 +7,7 @@ metrics, the `/status` board and the log, and feeds the backpressure controller.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -43,6 +44,8 @@ class Observer:
         self._ready_pending = False
         self.lag_source: LagSource | None = None
         self._delays: dict[int, float] = {}
+        self._started: dict[int, float] = {}
+        self.source_names: list[str] = []
 
     @classmethod
     def create(cls, settings: Any) -> Observer:
@@ -57,7 +60,7 @@ class Observer:
             )
             gains = PidGains(bp.proportional, bp.integral, bp.derived)
             rate = RateController(settings.batch_interval_ms, bp.min_rate, maximum or None, gains)
-        return cls(
+        observer = cls(
             settings.app_id,
             settings.batch_interval_ms,
             metrics,
@@ -65,6 +68,8 @@ class Observer:
             rate,
             (settings.http.host, settings.http.port),
         )
+        observer.source_names = sorted(settings.sources)
+        return observer
 
     # --- HTTP -----------------------------------------------------------------------------
 
@@ -103,7 +108,8 @@ class Observer:
         if self.rate is None:
             return None
         limit = self.rate.rate_per_partition
-        self.metrics.set_rate_limit(self.app_id, limit)
+        for name in self.source_names:
+            self.metrics.set_rate_limit(name, limit)
         return limit
 
     @contextmanager
@@ -116,6 +122,7 @@ class Observer:
 
     def batch_started(self, plan: BatchPlan, scheduling_delay_s: float) -> None:
         self._delays[plan.batch_time] = scheduling_delay_s
+        self._started[plan.batch_time] = time.monotonic()
         self.board.batch_started(plan.batch_time, plan.ranges, scheduling_delay_s)
 
     def batch_finished(self, outcome: BatchOutcome) -> None:
@@ -132,6 +139,7 @@ class Observer:
             delay = self._delays.get(batch_time, 0.0)
             self.rate.update(outcome.input_records, outcome.processing_s, delay, max(1, partitions))
         self._delays.pop(batch_time, None)
+        self._started.pop(batch_time, None)
         if self._ready_pending:
             self.board.set_ready(True)
             self._ready_pending = False
@@ -145,8 +153,10 @@ class Observer:
         )
 
     def batch_failed(self, batch_time: int, error: BaseException) -> None:
-        self.metrics.batch_completed("failed", 0.0, 0.0, batch_time_ms=batch_time)
-        self.board.batch_finished(batch_time, 0, {}, 0.0, "failed")
+        elapsed = time.monotonic() - self._started.pop(batch_time, time.monotonic())
+        delay = self._delays.pop(batch_time, 0.0)
+        self.metrics.batch_completed("failed", elapsed, delay, batch_time_ms=batch_time)
+        self.board.batch_finished(batch_time, 0, {}, elapsed, "failed")
         log.error("batch %d failed: %s", batch_time, error)
 
     def _record_metrics(self, outcome: BatchOutcome) -> None:

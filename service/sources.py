@@ -108,6 +108,16 @@ class KafkaInputDStream(InputDStream):
         self.params["codec"] = codec
         self.params["subscription"] = subscription
 
+    metadata: Any = None
+
+    def lag(self) -> dict[tuple[str, int], int]:
+        """Per partition: last stable offset minus the next offset to plan."""
+        positions = self.planner.positions()
+        if self.metadata is None or not positions:
+            return {}
+        marks = self.metadata.watermarks(list(positions))
+        return {tp: max(0, marks[tp][1] - pos) for tp, pos in positions.items() if tp in marks}
+
     def owns(self, topic: str) -> bool:
         """Whether `topic` belongs to this source (to split journaled ranges among sources)."""
         if self._topics is not None:
