@@ -7,6 +7,7 @@ them into RDD transformations.
 from __future__ import annotations
 
 import operator
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
@@ -48,6 +49,15 @@ def apply_to_values(
         return (pair[0], function(pair[1]))
 
     return mapped
+
+
+def count_words(lines: Iterable[str]) -> Iterator[tuple[str, int]]:
+    """Per-partition word counts: the whole of a word count's map side in one pass (C-speed
+    `Counter.update`), so the shuffle carries one pair per distinct word, not one per word."""
+    counts: Counter[str] = Counter()
+    for line in lines:
+        counts.update(line.lower().split())
+    yield from counts.items()
 
 
 def words_of(line: str) -> list[str]:

@@ -63,8 +63,47 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 # --- Kafka (see service/dev/kafka_cluster.py) -------------------------------------------------
-# (kafka fixtures go here)
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap() -> Iterator[str]:
+    """Bootstrap servers of a 1-broker Kafka for the session: external, Testcontainers or local."""
+    from service.dev.brokers import kafka_endpoint
+
+    with kafka_endpoint(brokers=1) as bootstrap:
+        yield bootstrap
+
+
+@pytest.fixture(scope="module")
+def kafka_cluster3() -> Iterator[Any]:
+    """A started local 3-broker `LocalKafkaCluster` (RF=3, min ISR 2). Always local: tests kill
+    its brokers. Tests that kill one must restart it before they end."""
+    from service.dev.kafka_cluster import LocalKafkaCluster
+
+    with LocalKafkaCluster(brokers=3) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def make_topic() -> Any:
+    """`make_topic(bootstrap, name, partitions=1, replication=1, config=None) -> name`: create a
+    topic and wait until every partition has a leader and a full ISR."""
+    from service.dev.brokers import create_topic
+
+    return create_topic
 
 
 # --- PostgreSQL (see service/dev/postgres_server.py) ------------------------------------------
-# (postgres fixtures go here)
+
+
+@pytest.fixture(scope="session")
+def postgres_dsn() -> Iterator[str]:
+    """A PostgreSQL server for the session: `POSTGRES_DSN` if set, else a throwaway local one."""
+    external = os.environ.get("POSTGRES_DSN")
+    if external:
+        yield external
+        return
+    from service.dev.postgres_server import LocalPostgres
+
+    with LocalPostgres() as server:
+        yield server.dsn

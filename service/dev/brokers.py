@@ -54,7 +54,10 @@ def kafka_endpoint(brokers: int = 1) -> Iterator[str]:
     An external cluster is used as it is. Testcontainers gives one broker only, so a request for
     more brokers is served by the local cluster.
     """
-    backend = choose_kafka_backend(os.environ, docker_available=docker_engine_answers())
+    # Docker is only asked when it matters: the ping can take its whole timeout.
+    named = bool(os.environ.get(BOOTSTRAP_ENV, "").strip())
+    docker_available = not named and docker_engine_answers()
+    backend = choose_kafka_backend(os.environ, docker_available=docker_available)
     if backend == "testcontainers" and brokers > 1:
         backend = "local"
     if backend == "external":
