@@ -1,0 +1,347 @@
+"""The exactly-once Kafka sink: each task's rows and its commit marker in one Kafka transaction.
+
+``write(BatchKey(app, output, t, p), rows)`` runs on an executor:
+
+1. Take this process's transactional producer, ``transactional.id = dstreams-<app>-<output>-<p>``,
+   or create it. Its ``init_transactions()`` (once per producer) fences every older producer with
+   the same id (a Spark retry, a speculative copy, a zombie from before a driver crash) and aborts
+   any transaction such a producer left open.
+2. Read the last committed marker of ``(output, p)`` with a ``read_committed`` consumer (see
+   `sinks.kafka_markers`), or take the one this producer read or committed last: nobody else can
+   commit for its transactional.id without fencing it. If it is ``>= t``, skip: return
+   ``WriteResult(0, skipped=True)``.
+3. ``begin_transaction()``; produce every row to the output topic and the marker
+   ``(output, p) -> t`` to marker partition ``p``; ``commit_transaction()``; wait until the
+   marker is visible to ``read_committed`` readers (the commit's control records follow it).
+4. On an abortable error, abort and go back to 2. On a fatal, fencing or ambiguous error (a commit
+   that timed out may or may not have happened), discard the producer and go back to 1: the new
+   producer's ``init_transactions()`` settles the old transaction, and step 2 reads the outcome.
+
+Rows are ``(key, value)`` 2-tuples or plain values; a value that is itself a pair must be written as
+``(None, pair)``. Keys: ``str`` as UTF-8, ``bytes`` as they are, ``None`` as no key, anything else
+as compact JSON. Values by ``serializer``: ``"json"`` compact JSON with sorted keys (a replay writes
+identical bytes), ``"utf-8"`` ``str(value)`` as UTF-8, ``"bytes"`` bytes as they are; ``None`` is a
+null value (a tombstone). A word count's ``("word", 3)`` becomes key ``b"word"``, value ``b"3"``.
+
+Placement is stable across replays: keyed rows go where the Java client would put them (murmur2);
+rows without a key go to output partition ``p % partitions``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Iterable
+from typing import Any, Literal, NamedTuple
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+
+from service.errors import ConfigError, SinkError
+from sinks.base import BatchKey, WriteResult
+from sinks.kafka_markers import (
+    MARKER_TOPIC_CONFIG,
+    Marker,
+    TransactionalProducer,
+    broker_transaction_limit,
+    check_topic_name,
+    client_settings,
+    default_marker_topic,
+    discard_producer,
+    ensure_topic,
+    marker_reader,
+    partition_count,
+    transactional_producer,
+)
+
+Serializer = Literal["json", "utf-8", "bytes"]
+SERIALIZERS: tuple[Serializer, ...] = ("json", "utf-8", "bytes")
+# The sink sets these itself; another value would break fencing or atomicity. (The marker reader
+# overrides consumer settings such as isolation.level, so a source's settings may be shared.)
+RESERVED_SETTINGS = frozenset(
+    {"transactional.id", "enable.idempotence", "acks", "transaction.timeout.ms"}
+)
+# In-task attempts at one write before the task fails and Spark's own task retry takes over.
+MAX_ATTEMPTS = 5
+
+_LOG = logging.getLogger(__name__)
+
+
+class OutboundRecord(NamedTuple):
+    """One serialized record for the output topic (a tuple: built once per row, so kept cheap)."""
+
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes], ...] = ()
+
+
+class KafkaSink:
+    """Writes each `BatchKey` to a Kafka topic exactly once (see the module docstring).
+
+    ``conf`` holds the librdkafka settings shared by producer, consumer and admin client
+    (``bootstrap.servers``, ``security.protocol``, ``sasl.*``, ...). ``marker_topic`` defaults to
+    ``dstreams.markers.<app>.<output>`` and must not be shared between outputs; it needs a partition
+    per task of the output: ``marker_partitions``, by default ``partitions``. The sink pickles as
+    configuration only; clients live in a per-process cache (`sinks.kafka_markers`).
+    """
+
+    def __init__(
+        self,
+        conf: dict[str, str],
+        topic: str,
+        partitions: int = 4,
+        replication_factor: int = 1,
+        marker_topic: str | None = None,
+        transaction_timeout_ms: int = 60000,
+        serializer: Serializer = "json",
+        marker_partitions: int | None = None,
+    ) -> None:
+        _check_settings(conf, partitions, replication_factor, transaction_timeout_ms, serializer)
+        check_topic_name(topic, "output topic")
+        if marker_topic is not None:
+            check_topic_name(marker_topic, "marker topic")
+        self.conf = dict(conf)
+        self.topic = topic
+        self.partitions = partitions
+        self.replication_factor = replication_factor
+        self.marker_topic = marker_topic
+        self.marker_partitions = marker_partitions or partitions
+        self.transaction_timeout_ms = transaction_timeout_ms
+        self.serializer: Serializer = serializer
+
+    @staticmethod
+    def transactional_id(app: str, output: str, partition: int) -> str:
+        # Dots cannot occur in app or output names, so the id is unambiguous.
+        return f"dstreams.{app}.{output}.{partition}"
+
+    def marker_topic_for(self, app: str, output: str) -> str:
+        topic = self.marker_topic or default_marker_topic(app, output)
+        check_topic_name(topic, "marker topic")
+        return topic
+
+    def producer_settings(self, key: BatchKey) -> dict[str, Any]:
+        """The producer configuration of `key`'s task, fixed transactional.id included."""
+        return {
+            "partitioner": "murmur2_random",  # the Java client's placement, the same on replays
+            **self.conf,
+            "transactional.id": self.transactional_id(key.app, key.output, key.partition),
+            "enable.idempotence": True,
+            "acks": "all",
+            "transaction.timeout.ms": self.transaction_timeout_ms,
+        }
+
+    # -- driver --
+
+    def setup(self, app: str, output: str) -> None:
+        """Check the transaction timeout, then create the output and marker topics if missing."""
+        marker_topic = self.marker_topic_for(app, output)
+        admin = AdminClient(client_settings(self.conf))
+        limit = broker_transaction_limit(admin)
+        if self.transaction_timeout_ms > limit:
+            msg = (
+                f"transaction_timeout_ms={self.transaction_timeout_ms} exceeds the brokers' "
+                f"transaction.max.timeout.ms={limit}, so every transaction would be refused; lower "
+                "transaction_timeout_ms, or raise transaction.max.timeout.ms on the brokers"
+            )
+            raise ConfigError(msg)
+        rf = self.replication_factor
+        ensure_topic(admin, self.topic, self.partitions, rf, {}, grow=False)
+        # Growing the marker topic is safe: task p uses marker partition p whatever the count.
+        ensure_topic(
+            admin, marker_topic, self.marker_partitions, rf, MARKER_TOPIC_CONFIG, grow=True
+        )
+
+    def commit(self, app: str, output: str, batch_time: int, partitions: int) -> None:
+        """Raise `SinkError` unless every partition's last committed marker is `>= batch_time`."""
+        topic = self.marker_topic_for(app, output)
+        reader = marker_reader(self.conf)
+        available = min(partitions, partition_count(reader.consumer, topic))
+        expected = [Marker(app, output, p, batch_time) for p in range(available)]
+        found = dict.fromkeys(range(partitions)) | reader.last_of(topic, expected)
+        missing = {p: t for p, t in found.items() if t is None or t < batch_time}
+        if missing:
+            shown = ", ".join(f"{p} (last marker {t})" for p, t in sorted(missing.items()))
+            msg = (
+                f"output {output!r} of app {app!r}: expected committed markers >= {batch_time} for "
+                f"all {partitions} partitions, missing for partitions {shown}; re-run the batch's "
+                "write job (writes are idempotent) before completing the batch"
+            )
+            raise SinkError(msg)
+
+    # -- executor --
+
+    def write(self, key: BatchKey, rows: Iterable[Any]) -> WriteResult:
+        """Commit `rows` and the marker of `key` in one transaction, unless already committed."""
+        records = self._encode_all(key, rows)
+        marker = Marker(key.app, key.output, key.partition, key.batch_time)
+        marker_topic = self.marker_topic_for(key.app, key.output)
+        reader = marker_reader(self.conf)
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            producer = transactional_producer(self.producer_settings(key))
+            producer.require_partition(marker_topic, key.partition)
+            if not producer.marker_known:
+                producer.remember_marker(reader.last(marker_topic, marker))
+            committed = producer.marker
+            if committed is not None and committed >= key.batch_time:
+                _LOG.info("%s skipped: marker %d is already committed", key, committed)
+                return WriteResult(0, skipped=True)
+            if self._try_transaction(producer, key, records, attempt):
+                return WriteResult(len(records))
+            if attempt < MAX_ATTEMPTS:
+                time.sleep(min(0.1 * 2**attempt, 2.0))  # let a failover or fencing race settle
+        msg = (
+            f"{key}: no transaction committed in {MAX_ATTEMPTS} attempts (see the warnings above); "
+            "the task fails so that Spark retries it; if it keeps failing, check the cluster"
+        )
+        raise SinkError(msg)
+
+    def encode_row(self, row: Any, key: BatchKey) -> OutboundRecord:
+        """Serialize one row; subclasses define other row formats (see `sinks.dead_letters`)."""
+        row_key, value = row if isinstance(row, tuple) and len(row) == 2 else (None, row)
+        return OutboundRecord(encode_key(row_key), encode_value(value, self.serializer))
+
+    def _encode_all(self, key: BatchKey, rows: Iterable[Any]) -> list[OutboundRecord]:
+        """Serialize every row before a transaction opens, so bad data never aborts one."""
+        records = []
+        for index, row in enumerate(rows):
+            try:
+                records.append(self.encode_row(row, key))
+            except (TypeError, ValueError) as exc:
+                msg = f"{key}: row {index} ({type(row).__name__}) cannot be written: {exc}"
+                raise SinkError(msg) from exc
+        return records
+
+    def _try_transaction(
+        self,
+        producer: TransactionalProducer,
+        key: BatchKey,
+        records: list[OutboundRecord],
+        attempt: int,
+    ) -> bool:
+        try:
+            self._transact(producer, key, records)
+            producer.remember_marker(key.batch_time)
+            return True
+        except KafkaException as exc:
+            self._recover(producer, key, exc.args[0], attempt)
+            return False
+        except BaseException:
+            discard_producer(producer)  # a cached producer must never stay inside a transaction
+            raise
+
+    def _transact(
+        self, producer: TransactionalProducer, key: BatchKey, records: list[OutboundRecord]
+    ) -> None:
+        marker = Marker(key.app, key.output, key.partition, key.batch_time)
+        marker_topic = self.marker_topic_for(key.app, key.output)
+        keyless_partition = key.partition % producer.require_partition(self.topic, 0)
+        client = producer.producer
+        client.begin_transaction()
+        for index, record in enumerate(records):
+            _produce(client, self.topic, record, keyless_partition if record.key is None else -1)
+            if index % 10_000 == 9_999:
+                client.poll(0)  # serve delivery reports so that they do not pile up
+        offsets: list[int] = []
+        marker_record = OutboundRecord(marker.record_key, marker.encode())
+        _produce(client, marker_topic, marker_record, key.partition, offsets.append)
+        # The broker aborts a transaction older than transaction.timeout.ms, so waiting longer for
+        # the commit cannot help; a timeout here is ambiguous and `_recover` settles it.
+        client.commit_transaction(self.transaction_timeout_ms / 1000)
+        client.poll(0)  # serve the marker's delivery report, if the commit's flush did not
+        if not offsets:
+            msg = f"{key}: committed, but the marker's offset was not reported; retry the task"
+            raise SinkError(msg)
+        marker_reader(self.conf).wait_until_visible(marker_topic, key.partition, offsets[-1])
+
+    def _recover(
+        self, producer: TransactionalProducer, key: BatchKey, error: Any, attempt: int
+    ) -> None:
+        """After a failed transaction: abort it if Kafka allows, else discard the producer."""
+        name = error.name()
+        if error.txn_requires_abort() and not error.fatal():
+            _LOG.warning("%s attempt %d: abortable error %s; aborting", key, attempt, name)
+            try:
+                producer.producer.abort_transaction(self.transaction_timeout_ms / 1000)
+                return
+            except KafkaException as exc:
+                _LOG.warning("%s: abort failed (%s); re-creating the producer", key, exc.args[0])
+        else:
+            why = f"fatal, fencing or ambiguous error {name} ({error.str()})"
+            _LOG.warning("%s attempt %d: %s; re-creating the producer", key, attempt, why)
+        discard_producer(producer)
+
+
+def encode_key(key: Any) -> bytes | None:
+    if key is None or isinstance(key, bytes):
+        return key
+    if isinstance(key, str):
+        return key.encode()
+    return _json_bytes(key)
+
+
+def encode_value(value: Any, serializer: Serializer) -> bytes | None:
+    if value is None:
+        return None
+    if serializer == "json":
+        return _json_bytes(value)
+    if serializer == "utf-8":
+        return str(value).encode()
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value)
+    msg = f"serializer 'bytes' expects bytes values, found {type(value).__name__}"
+    raise TypeError(msg)
+
+
+# One encoder for every row: json.dumps with options builds a new encoder per call.
+# allow_nan=False: NaN and Infinity are not JSON, and a reader in another language would fail.
+_JSON = json.JSONEncoder(separators=(",", ":"), sort_keys=True, ensure_ascii=False, allow_nan=False)
+
+
+def _json_bytes(value: Any) -> bytes:
+    if type(value) is int:  # the common count: JSON's text for an int is its decimal form
+        return b"%d" % value
+    return _JSON.encode(value).encode()
+
+
+def _produce(
+    client: Any,
+    topic: str,
+    record: OutboundRecord,
+    partition: int,
+    on_offset: Callable[[int], None] | None = None,
+) -> None:
+    """Produce one record to `partition` (-1: chosen by the partitioner from the key)."""
+    options: dict[str, Any] = {}
+    if record.headers:
+        options["headers"] = list(record.headers)
+    if on_offset is not None:
+
+        def delivered(error: Any, message: Any) -> None:
+            if error is None:
+                on_offset(int(message.offset()))
+
+        options["on_delivery"] = delivered
+    while True:
+        try:
+            client.produce(topic, record.value, record.key, partition, **options)
+            return
+        except BufferError:
+            client.poll(0.05)  # the local queue is full: let deliveries drain it a little
+
+
+def _check_settings(
+    conf: dict[str, str], partitions: int, rf: int, timeout_ms: int, serializer: str
+) -> None:
+    problems = [
+        f"{name} is set by the sink itself" for name in sorted(RESERVED_SETTINGS & set(conf))
+    ]
+    if partitions < 1 or rf < 1:
+        problems.append(f"partitions={partitions}, replication_factor={rf}: expected >= 1")
+    if timeout_ms < 1000:
+        problems.append(f"transaction_timeout_ms={timeout_ms}: expected >= 1000")
+    if serializer not in SERIALIZERS:
+        problems.append(f"serializer={serializer!r}: expected one of {', '.join(SERIALIZERS)}")
+    if problems:
+        msg = "invalid KafkaSink settings: " + "; ".join(problems) + "; remove or correct them"
+        raise ConfigError(msg)
