@@ -19,6 +19,7 @@ $(STAMP): pyproject.toml
 
 sysdeps:
 	@bash devtools/ensure-sysdeps.sh
+	@bash devtools/ensure-helm.sh >/dev/null
 
 lint: venv
 	$(VENV)/bin/ruff check .

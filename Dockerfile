@@ -1,0 +1,80 @@
+# syntax=docker/dockerfile:1
+# dstreams service image. Build from the repository root:
+#   docker build -t dstreams:0.1.0 .
+#
+# Two stages: the builder installs the project into a virtualenv (it needs pip and build tools the
+# service never uses); the runtime stage copies only that venv onto a slim base with a Java runtime.
+
+# Bookworm, not the newer default: Spark 4 needs Java 17 and Debian ships openjdk-17 only up to
+# bookworm. Builder and runtime use the same base so the venv's interpreter path stays valid.
+ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+
+FROM ${PYTHON_IMAGE} AS builder
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+RUN python -m venv /opt/venv
+ENV PATH=/opt/venv/bin:$PATH
+WORKDIR /src
+# Only what `pip install .` reads, so an edit to tests or docs does not invalidate this layer.
+COPY pyproject.toml README.md ./
+COPY service/ service/
+COPY connectors/ connectors/
+COPY sinks/ sinks/
+# No dev extras: pytest, ruff and mypy stay out of the image. pip compiles .pyc files here, which
+# matters because the pod runs with a read-only root filesystem and could not write them later.
+RUN pip install --upgrade pip && pip install .
+
+FROM ${PYTHON_IMAGE} AS runtime
+ARG VERSION=0.1.0
+ARG REVISION=unknown
+LABEL org.opencontainers.image.title="dstreams" \
+      org.opencontainers.image.description="Exactly-once Discretized Streams on PySpark, fed by Kafka" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.licenses="Apache-2.0"
+
+# openjdk-17-jre-headless: PySpark's driver starts a JVM. tini: see ENTRYPOINT below.
+# The man1 directory works around the JRE's postinst failing on slim images that strip man pages.
+RUN mkdir -p /usr/share/man/man1 \
+    && apt-get update \
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+        openjdk-17-jre-headless tini \
+    && rm -rf /var/lib/apt/lists/*
+
+# Fixed UID/GID so the chart's securityContext and PersistentVolume ownership (fsGroup) can name it.
+RUN groupadd --system --gid 10001 dstreams \
+    && useradd --system --uid 10001 --gid 10001 --home-dir /home/dstreams --create-home \
+        --shell /usr/sbin/nologin dstreams \
+    && mkdir -p /var/lib/dstreams \
+    && chown 10001:10001 /var/lib/dstreams
+# /var/lib/dstreams is where the chart mounts its volume; point journal.path and checkpoint.path
+# there (the built-in defaults are relative to /app, which this user cannot write).
+
+COPY --from=builder /opt/venv /opt/venv
+
+WORKDIR /app
+COPY config/ config/
+COPY examples/ examples/
+
+# PYTHONHASHSEED: hash partitioning must put a key in the same partition on every replay, on the
+#   driver and in every Python worker (exactly-once depends on it).
+# PYTHONUNBUFFERED: JSON log lines reach the container log as they are written, not at exit.
+# SPARK_LOCAL_IP: Spark runs in local mode inside the pod and must not bind the pod IP.
+# PYTHONPATH: jobs are named module:function (e.g. examples.wordcount:build); the `dstreams`
+#   entry point does not put the working directory on sys.path, so /app is put there explicitly.
+ENV PATH=/opt/venv/bin:$PATH \
+    PYTHONHASHSEED=0 \
+    PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONPATH=/app \
+    SPARK_LOCAL_IP=127.0.0.1
+
+USER 10001:10001
+EXPOSE 8080
+
+# Exec form, no shell: SIGTERM from Kubernetes reaches Python, which lets the running batch finish.
+# tini is PID 1 only to reap zombies: Spark's JVM and its Python workers fork children that outlive
+# their parents on failure, and a Python PID 1 never waits for processes it did not start. tini
+# forwards SIGTERM to dstreams alone (no -g), so the JVM is not killed under the running batch;
+# dstreams stops Spark itself once the batch is committed.
+ENTRYPOINT ["/usr/bin/tini", "--", "dstreams"]
+CMD ["run", "--config", "/etc/dstreams/config.yaml"]

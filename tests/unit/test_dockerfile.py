@@ -1,0 +1,201 @@
+"""Static checks of the Dockerfile and .dockerignore (no Docker engine runs in this tier).
+
+What they guard: SIGTERM reaches Python (exec form, no shell as PID 1), the process is not root,
+no credential is baked in, the hash seed matches the one Spark's workers use, and the build
+context carries only what the image needs.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from service.spark import HASH_SEED
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCKERFILE = ROOT / "Dockerfile"
+DOCKERIGNORE = ROOT / ".dockerignore"
+
+
+@dataclass(frozen=True)
+class Instruction:
+    keyword: str
+    args: str
+    stage: int
+
+
+def parse(text: str) -> list[Instruction]:
+    """Instructions with continuation lines joined and comments dropped, each tagged by stage."""
+    instructions: list[Instruction] = []
+    stage = -1
+    pending = ""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not pending and (not line or line.startswith("#")):
+            continue
+        if pending and line.startswith("#"):
+            continue  # comment lines inside a continued instruction are dropped by Docker too
+        pending += " " + line.removesuffix("\\").strip() if pending else line.removesuffix("\\")
+        if line.endswith("\\"):
+            continue
+        keyword, _, args = pending.strip().partition(" ")
+        keyword = keyword.upper()
+        if keyword == "FROM":
+            stage += 1
+        instructions.append(Instruction(keyword, args.strip(), stage))
+        pending = ""
+    return instructions
+
+
+INSTRUCTIONS = parse(DOCKERFILE.read_text())
+FINAL = max(i.stage for i in INSTRUCTIONS)
+
+
+def final(keyword: str) -> list[Instruction]:
+    return [i for i in INSTRUCTIONS if i.stage == FINAL and i.keyword == keyword]
+
+
+def env_of_final_stage() -> dict[str, str]:
+    env: dict[str, str] = {}
+    for instruction in final("ENV"):
+        for pair in shlex.split(instruction.args):
+            name, _, value = pair.partition("=")
+            env[name] = value
+    return env
+
+
+def exec_form(instruction: Instruction) -> list[str]:
+    try:
+        value = json.loads(instruction.args)
+    except json.JSONDecodeError:
+        pytest.fail(f"{instruction.keyword} is in shell form: {instruction.args}")
+    assert isinstance(value, list), instruction.args
+    assert all(isinstance(item, str) for item in value)
+    return value
+
+
+def test_multi_stage_on_python_311_slim_debian() -> None:
+    bases = [i.args for i in INSTRUCTIONS if i.keyword == "FROM"]
+    assert len(bases) >= 2
+    args = {i.args.partition("=")[0]: i.args.partition("=")[2] for i in INSTRUCTIONS if i.stage < 0}
+    image = args.get("PYTHON_IMAGE", "")
+    assert re.fullmatch(r"python:3\.11-slim-(bookworm|bullseye)", image), image
+    assert all(base.split()[0] in ("${PYTHON_IMAGE}", image) for base in bases)
+
+
+def test_final_stage_has_java_17_and_copies_the_venv_from_the_builder() -> None:
+    runs = " ".join(i.args for i in final("RUN"))
+    assert "openjdk-17-jre-headless" in runs
+    assert "--no-install-recommends" in runs
+    assert "rm -rf /var/lib/apt/lists" in runs
+    assert any(i.args.startswith("--from=builder /opt/venv") for i in final("COPY"))
+    # pip and the project's source stay in the builder.
+    assert "pip install" not in runs
+
+
+def test_project_installed_without_dev_extras() -> None:
+    installs = [i.args for i in INSTRUCTIONS if i.keyword == "RUN" and "pip install" in i.args]
+    assert any(re.search(r"pip install \.(\s|$)", args) for args in installs), installs
+    assert not any("[dev]" in args or "-e " in args for args in installs)
+
+
+def test_entrypoint_is_exec_form_and_never_a_shell() -> None:
+    (entrypoint,) = final("ENTRYPOINT")
+    argv = exec_form(entrypoint)
+    assert argv[-1] == "dstreams"
+    assert not {"sh", "bash", "/bin/sh", "/bin/bash", "-c"} & set(argv)
+    if "tini" in argv[0]:
+        # tini must forward SIGTERM to dstreams alone: -g would signal the JVM too, mid-batch.
+        assert argv[1:] == ["--", "dstreams"]
+    (cmd,) = final("CMD")
+    assert exec_form(cmd) == ["run", "--config", "/etc/dstreams/config.yaml"]
+
+
+def test_runs_as_a_fixed_non_root_user_after_all_root_steps() -> None:
+    (user,) = final("USER")
+    name = user.args.split(":")[0]
+    assert name.isdigit(), "a numeric UID lets Kubernetes verify runAsNonRoot"
+    assert int(name) >= 10000
+    later = INSTRUCTIONS[INSTRUCTIONS.index(user) + 1 :]
+    assert not [i for i in later if i.keyword in ("RUN", "COPY", "ADD")]
+
+
+def test_environment_pins_what_exactly_once_depends_on() -> None:
+    env = env_of_final_stage()
+    assert env["PYTHONHASHSEED"] == HASH_SEED == "0"
+    assert env["PYTHONUNBUFFERED"] == "1"
+    assert env["SPARK_LOCAL_IP"] == "127.0.0.1"
+    assert "/opt/venv/bin" in env["PATH"].split(":")
+
+
+def test_workdir_port_and_data_files() -> None:
+    assert [i.args for i in final("WORKDIR")] == ["/app"]
+    assert [i.args for i in final("EXPOSE")] == ["8080"]
+    copies = [i.args for i in final("COPY")]
+    assert "config/ config/" in copies
+    assert "examples/ examples/" in copies
+
+
+def test_oci_labels() -> None:
+    labels = " ".join(i.args for i in final("LABEL"))
+    for key in ("title", "description", "version", "revision", "licenses"):
+        assert f"org.opencontainers.image.{key}=" in labels
+
+
+def test_no_credentials_baked_in() -> None:
+    secretive = re.compile(r"PASSWORD|PASSWD|SECRET|TOKEN|API_?KEY|CREDENTIAL|DSN", re.IGNORECASE)
+    for instruction in INSTRUCTIONS:
+        if instruction.keyword in ("ARG", "ENV", "LABEL"):
+            assert not secretive.search(instruction.args), instruction
+    text = DOCKERFILE.read_text()
+    assert not re.search(r"://[^/\s:@]+:[^/\s@]+@", text), "a URL with user:password"
+    assert "--mount=type=secret" not in text  # nothing needs one; review before adding
+
+
+# --- .dockerignore -------------------------------------------------------------------------
+
+
+def ignore_rules() -> list[str]:
+    lines = [line.strip() for line in DOCKERIGNORE.read_text().splitlines()]
+    return [line for line in lines if line and not line.startswith("#")]
+
+
+def sent_to_docker(path: str) -> bool:
+    """Whether .dockerignore lets `path` into the build context (last matching rule wins)."""
+    sent = True
+    parts = path.split("/")
+    prefixes = ["/".join(parts[: n + 1]) for n in range(len(parts))]
+    for rule in ignore_rules():
+        negated = rule.startswith("!")
+        pattern = rule.removeprefix("!").rstrip("/")
+        if pattern.startswith("**/"):
+            matched = any(fnmatch.fnmatchcase(part, pattern[3:]) for part in parts)
+        else:
+            matched = any(fnmatch.fnmatchcase(prefix, pattern) for prefix in prefixes)
+        if matched:
+            sent = negated
+    return sent
+
+
+def test_dockerignore_denies_by_default() -> None:
+    assert ignore_rules()[0] == "*"
+    for stray in (".env", ".venv/bin/python", ".git/HEAD", "state/journal/app.journal", "tests"):
+        assert not sent_to_docker(stray), stray
+
+
+def test_dockerignore_sends_everything_the_dockerfile_copies() -> None:
+    sources = []
+    for instruction in INSTRUCTIONS:
+        if instruction.keyword == "COPY" and not instruction.args.startswith("--from"):
+            sources += instruction.args.split()[:-1]
+    assert sources
+    for source in sources:
+        assert sent_to_docker(source.rstrip("/")), source
+    assert sent_to_docker("service/cli.py")
+    assert not sent_to_docker("service/__pycache__/cli.cpython-311.pyc")

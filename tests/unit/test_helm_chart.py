@@ -1,0 +1,584 @@
+"""The Helm chart: lint, render, and check what the rendered manifests promise.
+
+One driver (1 replica, Recreate), probes on /healthz and /readyz, a locked-down pod, the config
+file as given, and credentials only ever as Secret references. helm and kubeconform come from
+`devtools/ensure-helm.sh` (run by `make sysdeps`); without helm these tests skip and say so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from service.metrics import BATCH_OUTCOMES, Metrics
+from service.settings import load_settings
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "helm" / "dstreams"
+TOOLS = Path(os.environ.get("DSTREAMS_TOOLS_CACHE", Path.home() / ".cache" / "dstreams"))
+KUBE_VERSION = os.environ.get("DSTREAMS_KUBE_VERSION", "1.34.0")
+RELEASE = "demo"
+NAMESPACE = "streams"
+# Would be a real password if a value leaked: none of these strings may reach any manifest.
+CANARY = "canary-Pa55w0rd-7f3e"
+CANARY_DSN = f"postgresql://dstreams:{CANARY}@db:5432/app"
+
+Render = Callable[..., list[dict[str, Any]]]
+
+
+def _tool(name: str) -> str | None:
+    cached = TOOLS / "bin" / name
+    if cached.is_file() and os.access(cached, os.X_OK):
+        return str(cached)
+    return shutil.which(name)
+
+
+@pytest.fixture(scope="module")
+def helm() -> str:
+    found = _tool("helm")
+    if found is None:
+        pytest.skip(
+            f"helm not found in {TOOLS / 'bin'} or on PATH; `bash devtools/ensure-helm.sh` "
+            "(run by `make sysdeps`) builds it"
+        )
+    return found
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, capture_output=True, text=True, timeout=120, check=False)
+
+
+def _write_values(path: Path, values: dict[str, Any]) -> Path:
+    # JSON, not yaml.safe_dump: Helm reads YAML 1.1, where a bare n or y would become a boolean.
+    path.write_text(json.dumps(values))
+    return path
+
+
+def _merged(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """Helm's merge of values: maps key by key, anything else replaced."""
+    out = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merged(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+CHART_DEFAULTS: dict[str, Any] = yaml.safe_load((CHART / "values.yaml").read_text())
+EXAMPLE_VALUES = CHART / "examples" / "wordcount-values.yaml"
+
+
+def _template(helm: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return _run(
+        helm, "template", RELEASE, str(CHART), "--namespace", NAMESPACE,
+        "--kube-version", KUBE_VERSION, *args,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def render(helm: str, tmp_path: Path) -> Render:
+    """`helm template` with the given values dicts (later ones win); the parsed documents."""
+
+    def _render(*values: dict[str, Any]) -> list[dict[str, Any]]:
+        args: list[str] = []
+        for index, layer in enumerate(values):
+            args += ["-f", str(_write_values(tmp_path / f"values-{index}.yaml", layer))]
+        result = _template(helm, *args)
+        assert result.returncode == 0, result.stderr
+        return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+    return _render
+
+
+def _one(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    found = [doc for doc in docs if doc["kind"] == kind]
+    assert len(found) == 1, f"expected one {kind}, found {len(found)}"
+    return found[0]
+
+
+def _pod(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    spec: dict[str, Any] = _one(docs, "Deployment")["spec"]["template"]["spec"]
+    return spec
+
+
+def _pod_annotations(docs: list[dict[str, Any]]) -> dict[str, str]:
+    annotations: dict[str, str] = _one(docs, "Deployment")["spec"]["template"]["metadata"][
+        "annotations"
+    ]
+    return annotations
+
+
+def _container(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    (container,) = _pod(docs)["containers"]
+    return dict(container)
+
+
+def _env(container: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {entry["name"]: entry for entry in container.get("env", [])}
+
+
+# Everything optional switched on, secrets by reference, and numbers YAML tools like to mangle.
+FULL: dict[str, Any] = {
+    "config": {
+        "app_id": "orders",
+        "job": "examples.wordcount:build",
+        "batch_interval_ms": 2000,
+        "kafka": {
+            "bootstrap_servers": "broker-0:9093,broker-1:9093",
+            "properties": {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512"},
+        },
+        "sources": {
+            "lines": {
+                "topics": ["lines"],
+                # Millisecond timestamps are far above 1e6; they must survive rendering as ints.
+                "starting_offsets": 1_767_225_600_000,
+                "max_rate_per_partition": 2_500_000,
+            }
+        },
+        "sinks": {
+            "counts": {"type": "kafka", "topic": "counts"},
+            "table": {"type": "postgres", "table": "counts", "columns": ["word", "n"]},
+        },
+        "journal": {"type": "file", "path": "/var/lib/dstreams/journal"},
+        "checkpoint": {"path": "/var/lib/dstreams/checkpoints"},
+        "http": {"port": 9090},
+    },
+    "env": {"DSTREAMS_LOGGING__LEVEL": "DEBUG", "DSTREAMS_DEFAULT_PARTITIONS": 8},
+    "secrets": {
+        "secretName": "orders-credentials",
+        "kafkaSaslPassword": {"enabled": True, "key": "sasl"},
+        "sinkDsns": {"table": {"secretName": "orders-db", "key": "dsn"}},
+        "extra": {"DSTREAMS_KAFKA__SSL_KEY_PASSWORD": {"key": "ssl-key"}},
+    },
+    "persistence": {"existingClaim": "orders-journal"},
+    "terminationGracePeriodSeconds": 300,
+    "metrics": {
+        "podAnnotations": False,
+        "serviceMonitor": {"enabled": True, "labels": {"release": "prom"}},
+        "prometheusRule": {"enabled": True},
+    },
+}
+
+
+@pytest.fixture
+def defaults(render: Render) -> list[dict[str, Any]]:
+    return render()
+
+
+@pytest.fixture
+def full(render: Render) -> list[dict[str, Any]]:
+    return render(FULL)
+
+
+# --- helm lint ------------------------------------------------------------------------------
+
+
+def test_lint_strict_passes_with_defaults_and_with_everything_on(helm: str, tmp_path: Path) -> None:
+    values = _write_values(tmp_path / "full.yaml", FULL)
+    for extra in ([], ["-f", str(values)], ["-f", str(EXAMPLE_VALUES)]):
+        result = _run(helm, "lint", "--strict", str(CHART), "--kube-version", KUBE_VERSION, *extra)
+        assert result.returncode == 0, result.stdout + result.stderr
+
+
+# --- one driver -----------------------------------------------------------------------------
+
+
+def test_exactly_one_driver_replaced_by_recreate(defaults: list[dict[str, Any]]) -> None:
+    spec = _one(defaults, "Deployment")["spec"]
+    assert spec["replicas"] == 1
+    assert spec["strategy"] == {"type": "Recreate"}
+
+
+def test_replicas_is_not_a_value(helm: str) -> None:
+    result = _template(helm, "--set", "replicas=2")
+    assert result.returncode != 0
+    assert "replicas" in result.stderr
+
+
+# --- probes, ports, lifecycle ---------------------------------------------------------------
+
+
+def test_probes_hit_healthz_and_readyz_on_the_http_port(defaults: list[dict[str, Any]]) -> None:
+    container = _container(defaults)
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+    startup = container["startupProbe"]
+    assert startup["httpGet"]["path"] == "/healthz"
+    # Spark's start plus recovery: at least ten minutes before liveness takes over.
+    assert startup["periodSeconds"] * startup["failureThreshold"] >= 600
+    assert container["ports"] == [{"name": "http", "containerPort": 8080, "protocol": "TCP"}]
+
+
+def test_http_port_follows_the_config(full: list[dict[str, Any]]) -> None:
+    assert _container(full)["ports"][0]["containerPort"] == 9090
+    service = _one(full, "Service")
+    assert service["spec"]["ports"][0]["targetPort"] == "http"
+
+
+def test_image_entrypoint_is_kept_and_config_file_is_passed(
+    defaults: list[dict[str, Any]],
+) -> None:
+    container = _container(defaults)
+    # Only args: the image's exec-form ENTRYPOINT must stay PID 1's child chain, not a shell.
+    assert "command" not in container
+    assert container["args"] == ["run", "--config", "/etc/dstreams/config.yaml"]
+    assert container["image"] == "dstreams:0.1.0"
+
+
+def test_grace_period_comes_from_values(
+    defaults: list[dict[str, Any]], full: list[dict[str, Any]]
+) -> None:
+    def grace(docs: list[dict[str, Any]]) -> int:
+        return int(_pod(docs)["terminationGracePeriodSeconds"])
+
+    assert grace(defaults) == 120
+    assert grace(full) == 300
+
+
+def test_no_service_links_that_would_become_dstreams_settings(
+    defaults: list[dict[str, Any]],
+) -> None:
+    # A Service named "dstreams" would otherwise inject DSTREAMS_PORT=tcp://..., an unknown key.
+    assert _pod(defaults)["enableServiceLinks"] is False
+
+
+def test_config_change_restarts_the_driver(render: Render) -> None:
+    def checksum(docs: list[dict[str, Any]]) -> str:
+        return _pod_annotations(docs)["checksum/config"]
+
+    assert checksum(render()) != checksum(render({"config": {"batch_interval_ms": 5000}}))
+
+
+# --- security -------------------------------------------------------------------------------
+
+
+def test_pod_runs_locked_down(defaults: list[dict[str, Any]]) -> None:
+    pod = _pod(defaults)
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] == 10001
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert pod["automountServiceAccountToken"] is False
+    context = _container(defaults)["securityContext"]
+    assert context["runAsNonRoot"] is True
+    assert context["readOnlyRootFilesystem"] is True
+    assert context["allowPrivilegeEscalation"] is False
+    assert context["capabilities"] == {"drop": ["ALL"]}
+
+
+def test_writable_paths_are_volumes(defaults: list[dict[str, Any]]) -> None:
+    pod = _pod(defaults)
+    mounts = {m["mountPath"]: m["name"] for m in _container(defaults)["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes[mounts["/etc/dstreams"]]["configMap"]["name"] == f"{RELEASE}-dstreams"
+    assert "emptyDir" in volumes[mounts["/tmp"]]
+    state = volumes[mounts["/var/lib/dstreams"]]
+    assert state["persistentVolumeClaim"]["claimName"] == f"{RELEASE}-dstreams"
+    env = _env(_container(defaults))
+    assert env["SPARK_LOCAL_DIRS"]["value"].startswith("/tmp/")
+
+
+# --- config ---------------------------------------------------------------------------------
+
+
+def _config_file(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    data = yaml.safe_load(_one(docs, "ConfigMap")["data"]["config.yaml"])
+    assert isinstance(data, dict)
+    return data
+
+
+def test_configmap_holds_the_config_as_given(full: list[dict[str, Any]]) -> None:
+    assert _config_file(full) == _merged(CHART_DEFAULTS["config"], FULL["config"])
+    assert _config_file(full)["sinks"]["table"]["columns"] == ["word", "n"]
+
+
+def test_defaults_add_no_source_or_sink_to_a_release(defaults: list[dict[str, Any]]) -> None:
+    # Helm merges maps, so a default sink would join every release's own sinks unasked.
+    config = _config_file(defaults)
+    assert config["sources"] == {}
+    assert config["sinks"] == {}
+
+
+def test_default_config_keeps_state_on_the_volume(defaults: list[dict[str, Any]]) -> None:
+    config = _config_file(defaults)
+    assert config["journal"]["path"].startswith("/var/lib/dstreams/")
+    assert config["checkpoint"]["path"].startswith("/var/lib/dstreams/")
+
+
+def test_rendered_config_and_env_load_in_dstreams(
+    full: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    """The pod's config file and environment (secrets filled in) pass dstreams' own checks."""
+    config = tmp_path / "config.yaml"
+    config.write_text(_one(full, "ConfigMap")["data"]["config.yaml"])
+    environ = {
+        name: entry.get("value", f"from-secret-{name.lower()}")
+        for name, entry in _env(_container(full)).items()
+    }
+    settings = load_settings(config, environ)
+    assert settings.app_id == "orders"
+    assert settings.default_partitions == 8
+    assert settings.http.port == 9090
+    assert settings.kafka.sasl_password is not None
+    table = settings.sinks["table"]
+    assert table.type == "postgres"
+    assert table.dsn.get_secret_value() == "from-secret-dstreams_sinks__table__dsn"
+    assert settings.sources["lines"].starting_offsets == 1_767_225_600_000
+
+
+def test_wordcount_example_values_load_in_dstreams(helm: str, tmp_path: Path) -> None:
+    result = _template(helm, "-f", str(EXAMPLE_VALUES))
+    assert result.returncode == 0, result.stderr
+    docs = [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+    config = tmp_path / "config.yaml"
+    config.write_text(_one(docs, "ConfigMap")["data"]["config.yaml"])
+    settings = load_settings(config, {})
+    assert set(settings.sources) == {"lines"}
+    assert set(settings.sinks) == {"counts"}
+    assert settings.journal.path == "/var/lib/dstreams/journal"
+
+
+# --- secrets --------------------------------------------------------------------------------
+
+
+def test_credentials_arrive_only_through_secret_refs(full: list[dict[str, Any]]) -> None:
+    env = _env(_container(full))
+    expected = {
+        "DSTREAMS_KAFKA__SASL_PASSWORD": ("orders-credentials", "sasl"),
+        "DSTREAMS_SINKS__TABLE__DSN": ("orders-db", "dsn"),
+        "DSTREAMS_KAFKA__SSL_KEY_PASSWORD": ("orders-credentials", "ssl-key"),
+    }
+    for name, (secret, key) in expected.items():
+        assert "value" not in env[name]
+        assert env[name]["valueFrom"] == {"secretKeyRef": {"name": secret, "key": key}}
+    for name, entry in env.items():
+        if re.search("PASSWORD|SECRET|DSN|TOKEN", name):
+            assert "secretKeyRef" in entry.get("valueFrom", {}), name
+    assert not [doc for doc in full if doc["kind"] == "Secret"]
+
+
+@pytest.mark.parametrize(
+    ("values", "named"),
+    [
+        ({"config": {"kafka": {"sasl_password": CANARY}}}, "config.kafka.sasl_password"),
+        ({"config": {"kafka": {"ssl_key_password": CANARY}}}, "config.kafka.ssl_key_password"),
+        (
+            {"config": {"kafka": {"secret_properties": {"sasl.oauthbearer.token": CANARY}}}},
+            "config.kafka.secret_properties",
+        ),
+        ({"config": {"spark": {"secret_conf": {"spark.ssl.keyPassword": CANARY}}}}, "secret_conf"),
+        (
+            {"config": {"sinks": {"db": {"type": "postgres", "dsn": CANARY_DSN}}}},
+            "config.sinks.db.dsn",
+        ),
+        ({"env": {"DSTREAMS_KAFKA__SASL_PASSWORD": CANARY}}, "DSTREAMS_KAFKA__SASL_PASSWORD"),
+        ({"extraEnv": [{"name": "PGPASSWORD", "value": CANARY}]}, "PGPASSWORD"),
+    ],
+)
+def test_plain_text_credentials_are_refused(
+    helm: str, tmp_path: Path, values: dict[str, Any], named: str
+) -> None:
+    result = _template(helm, "-f", str(_write_values(tmp_path / "leak.yaml", values)))
+    assert result.returncode != 0, "a credential in values rendered without complaint"
+    assert named in result.stderr
+    assert CANARY not in result.stdout
+    assert CANARY not in result.stderr
+
+
+def test_secret_reference_needs_a_secret_name(helm: str) -> None:
+    result = _template(helm, "--set", "secrets.kafkaSaslPassword.enabled=true")
+    assert result.returncode != 0
+    assert "secrets.kafkaSaslPassword" in result.stderr
+
+
+def test_dsn_reference_must_name_a_configured_sink(helm: str) -> None:
+    result = _template(helm, "--set", "secrets.sinkDsns.nosuch.key=k,secrets.secretName=s")
+    assert result.returncode != 0
+    assert "no sink nosuch" in result.stderr
+
+
+# --- persistence ----------------------------------------------------------------------------
+
+
+def test_default_creates_a_claim_kept_on_uninstall(defaults: list[dict[str, Any]]) -> None:
+    claim = _one(defaults, "PersistentVolumeClaim")
+    assert claim["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    assert claim["spec"]["accessModes"] == ["ReadWriteOnce"]
+
+
+def test_existing_claim_is_mounted_and_none_created(full: list[dict[str, Any]]) -> None:
+    assert not [doc for doc in full if doc["kind"] == "PersistentVolumeClaim"]
+    volumes = _pod(full)["volumes"]
+    claims = [
+        v["persistentVolumeClaim"]["claimName"] for v in volumes if "persistentVolumeClaim" in v
+    ]
+    assert claims == ["orders-journal"]
+
+
+def test_without_persistence_state_is_scratch(render: Render) -> None:
+    docs = render({"persistence": {"enabled": False}})
+    assert not [doc for doc in docs if doc["kind"] == "PersistentVolumeClaim"]
+    volumes = {v["name"]: v for v in _pod(docs)["volumes"]}
+    assert volumes["state"] == {"name": "state", "emptyDir": {}}
+
+
+# --- monitoring -----------------------------------------------------------------------------
+
+
+def test_defaults_scrape_by_annotation_and_need_no_operator(defaults: list[dict[str, Any]]) -> None:
+    kinds = {doc["kind"] for doc in defaults}
+    assert kinds == {"ConfigMap", "Deployment", "Service", "PersistentVolumeClaim"}
+    annotations = _pod_annotations(defaults)
+    assert annotations["prometheus.io/scrape"] == "true"
+    assert annotations["prometheus.io/port"] == "8080"
+    assert annotations["prometheus.io/path"] == "/metrics"
+
+
+def test_service_monitor_selects_the_service(full: list[dict[str, Any]]) -> None:
+    monitor = _one(full, "ServiceMonitor")
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert monitor["metadata"]["labels"]["release"] == "prom"
+    service = _one(full, "Service")
+    selector = monitor["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= service["metadata"]["labels"].items()
+    assert monitor["spec"]["endpoints"][0]["port"] == service["spec"]["ports"][0]["name"]
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+    # Annotations are off here, so Prometheus does not scrape the pod twice.
+    assert "prometheus.io/scrape" not in _pod_annotations(full)
+
+
+def test_prometheus_rules_use_the_service_metric_names(full: list[dict[str, Any]]) -> None:
+    # The families the service really exposes, from its own registry ("# TYPE <name> <type>").
+    exposed = set(re.findall(r"^# TYPE (\S+) ", Metrics().exposition().decode(), re.MULTILINE))
+    rules = {
+        rule["alert"]: rule
+        for group in _one(full, "PrometheusRule")["spec"]["groups"]
+        for rule in group["rules"]
+    }
+    assert set(rules) == {
+        "DStreamsBatchesFailing",
+        "DStreamsSchedulingDelayGrowing",
+        "DStreamsNoBatchCompleted",
+        "DStreamsConsumerLagHigh",
+    }
+    assert 'outcome="failed"' in rules["DStreamsBatchesFailing"]["expr"]
+    assert "failed" in BATCH_OUTCOMES
+    for rule in rules.values():
+        assert f'namespace="{NAMESPACE}"' in rule["expr"]
+        assert "{{" not in rule["expr"]  # Helm rendered; only Prometheus templates remain
+        for metric in re.findall(r"\bdstreams_[a-z_]+", rule["expr"]):
+            family = re.sub(r"_(sum|count|bucket)$", "", metric)
+            assert family in exposed, f"{rule['alert']} uses {metric}, which dstreams lacks"
+    assert "{{ $labels.pod }}" in rules["DStreamsConsumerLagHigh"]["annotations"]["description"]
+
+
+def _minutes(values: Callable[[int], float], count: int) -> str:
+    return " ".join(f"{values(minute):g}" for minute in range(count))
+
+
+def _rule_test(series: dict[str, str], alert: str, labels: dict[str, str] | None) -> dict[str, Any]:
+    """One promtool test case: these series, then `alert` fires with `labels` at 40m, or not."""
+    expected = [{"exp_labels": labels}] if labels is not None else []
+    return {
+        "interval": "1m",
+        "input_series": [{"series": name, "values": values} for name, values in series.items()],
+        "alert_rule_test": [{"eval_time": "40m", "alertname": alert, "exp_alerts": expected}],
+    }
+
+
+def test_alerts_fire_when_they_should_and_only_then(
+    full: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    """The rules' PromQL, run by Prometheus' own rule tester against made-up series."""
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool not found; `make sysdeps` installs Debian's prometheus package")
+    groups = _one(full, "PrometheusRule")["spec"]["groups"]
+    for group in groups:
+        for rule in group["rules"]:
+            rule.pop("annotations")  # their wording is not under test; exact matching would be
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": groups}))
+    where = f'namespace="{NAMESPACE}",pod="p"'
+    pod = {"namespace": NAMESPACE, "pod": "p"}
+    warning, critical = {**pod, "severity": "warning"}, {**pod, "severity": "critical"}
+    # One batch a second; its start delay in seconds at each minute. Sum and count are cumulative.
+    growing, shrinking = (lambda m: 40.0 + m), (lambda m: 120.0 - 2 * m)
+
+    def delay(seconds_at: Callable[[int], float]) -> dict[str, str]:
+        name = "dstreams_batch_scheduling_delay_seconds"
+        total = lambda m: sum(60 * seconds_at(i) for i in range(m))  # noqa: E731
+        return {
+            f"{name}_sum{{{where}}}": _minutes(total, 45),
+            f"{name}_count{{{where}}}": _minutes(lambda m: 60 * m, 45),
+        }
+
+    failed = f'dstreams_batches_total{{outcome="failed",{where}}}'
+    done = f"dstreams_last_completed_batch_timestamp_seconds{{{where}}}"
+    lag = f'dstreams_consumer_lag_records{{topic="lines",partition="0",{where}}}'
+    cases = [
+        _rule_test({failed: "0x35 1 1 1 1 1"}, "DStreamsBatchesFailing", warning),
+        _rule_test({failed: "0x45"}, "DStreamsBatchesFailing", None),
+        _rule_test(delay(growing), "DStreamsSchedulingDelayGrowing", warning),
+        _rule_test(delay(shrinking), "DStreamsSchedulingDelayGrowing", None),
+        # promtool's clock starts at 0: a completion at 60 s is 39 minutes old at 40m.
+        _rule_test({done: "60x45"}, "DStreamsNoBatchCompleted", critical),
+        _rule_test({done: "0x45"}, "DStreamsNoBatchCompleted", None),  # never completed yet
+        _rule_test({done: "60+60x45"}, "DStreamsNoBatchCompleted", None),
+        _rule_test({lag: "2000000x45"}, "DStreamsConsumerLagHigh", {**warning, "topic": "lines"}),
+        _rule_test({lag: "1000x45"}, "DStreamsConsumerLagHigh", None),
+    ]
+    tests = tmp_path / "tests.yaml"
+    tests.write_text(yaml.safe_dump({"rule_files": ["rules.yaml"], "tests": cases}))
+    result = _run(promtool, "check", "rules", str(tmp_path / "rules.yaml"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    result = _run(promtool, "test", "rules", str(tests))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+# --- schemas --------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def kubeconform() -> Iterator[list[str]]:
+    binary = _tool("kubeconform")
+    schemas = TOOLS / "k8s-schemas" / f"v{KUBE_VERSION}-standalone-strict"
+    if binary is None or not schemas.is_dir():
+        pytest.skip(
+            f"kubeconform or its offline schemas ({schemas}) are missing; "
+            "`bash devtools/ensure-helm.sh` (run by `make sysdeps`) installs both"
+        )
+    location = str(TOOLS / "k8s-schemas") + (
+        "/{{ .NormalizedKubernetesVersion }}-standalone{{ .StrictSuffix }}"
+        "/{{ .ResourceKind }}{{ .KindSuffix }}.json"
+    )
+    # The Prometheus Operator's kinds have no schema offline; the tests above check them.
+    yield [
+        binary, "-strict", "-summary", "-output", "json",
+        "-kubernetes-version", KUBE_VERSION, "-schema-location", location,
+        "-skip", "ServiceMonitor,PrometheusRule",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("values", [{}, FULL], ids=["defaults", "full"])
+def test_manifests_match_the_kubernetes_schemas(
+    helm: str, kubeconform: list[str], tmp_path: Path, values: dict[str, Any]
+) -> None:
+    rendered = _template(helm, "-f", str(_write_values(tmp_path / "values.yaml", values)))
+    assert rendered.returncode == 0, rendered.stderr
+    manifests = tmp_path / "manifests.yaml"
+    manifests.write_text(rendered.stdout)
+    result = _run(*kubeconform, str(manifests))
+    assert result.returncode == 0, result.stdout + result.stderr
+    docs = [doc for doc in yaml.safe_load_all(rendered.stdout) if doc]
+    core = [doc for doc in docs if "coreos" not in doc["apiVersion"]]
+    summary = json.loads(result.stdout)["summary"]
+    assert summary["valid"] == len(core) >= 3, summary
