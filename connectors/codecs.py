@@ -86,3 +86,28 @@ def get_codec(name: str) -> Codec:
         msg = f"unknown value codec {name!r}; expected one of {', '.join(codec_names())}"
         raise ConfigError(msg)
     return codec
+
+
+class ParsingCodec:
+    """A codec followed by a user's per-record function, as one decoder.
+
+    When the function raises, the record fails like an undecodable one (`DecodeError`, raw bytes
+    kept), so a poison record goes to the dead letters instead of failing its batch over and over.
+    The reason starts with the exception type in brackets, e.g. `[KeyError] 'price'`.
+    """
+
+    def __init__(self, codec_name: str, function: Callable[[Any], Any]) -> None:
+        self.codec_name = codec_name
+        self.function = function
+
+    def __call__(self, raw: bytes | None) -> Any:
+        value = get_codec(self.codec_name)(raw)
+        try:
+            return self.function(value)
+        except Exception as exc:  # any failure of user code makes the record a dead letter
+            raise DecodeError(f"[{type(exc).__name__}] {exc}") from exc
+
+
+def resolve_codec(codec: str | Codec) -> Codec:
+    """A codec by name, or a ready codec object (e.g. a `ParsingCodec`) as it is."""
+    return get_codec(codec) if isinstance(codec, str) else codec

@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
 
-from connectors.codecs import Codec, DecodeError, get_codec
+from connectors.codecs import Codec, DecodeError, resolve_codec
 from connectors.offsets import OffsetRange
 from service.errors import DataLoss, DStreamsError
 
@@ -160,7 +160,7 @@ def cached_consumer_count() -> int:
 
 
 def read_ranges(
-    conf: Mapping[str, Any], ranges: Iterable[OffsetRange], codec_name: str
+    conf: Mapping[str, Any], ranges: Iterable[OffsetRange], codec_name: str | Codec
 ) -> Iterator[SourceRecord]:
     """The records of several ranges in order: one Spark partition's worth."""
     for r in ranges:
@@ -170,12 +170,12 @@ def read_ranges(
 def read_range(
     conf: Mapping[str, Any],
     r: OffsetRange,
-    codec_name: str,
+    codec_name: str | Codec,
     *,
     stall_timeout_s: float = STALL_TIMEOUT_S,
 ) -> Iterator[SourceRecord]:
     """Exactly the records of `[from, until)` that a read_committed consumer sees, in order."""
-    codec = get_codec(codec_name)
+    codec = resolve_codec(codec_name)
     if r.count == 0:
         return
     consumer = _CACHE.get(conf)

@@ -114,9 +114,16 @@ class StreamingContext:
                 lag.update(source.lag())
         return lag
 
-    def source(self, name: str) -> DStream:
-        """The decoded values of the Kafka source configured under `name`."""
-        return self.kafka_records(name).values()
+    def source(self, name: str, parse: Callable[[Any], Any] | None = None) -> DStream:
+        """The decoded values of the Kafka source configured under `name`.
+
+        `parse(value)` runs on each value as it is read (validate, convert, enrich); a record it
+        raises on goes to the dead letters with its original bytes instead of failing the batch.
+        """
+        records = self.kafka_records(name)
+        if parse is not None:
+            records.parse_with(parse)
+        return records.values()
 
     def kafka_records(self, name: str) -> KafkaInputDStream:
         """The raw records (with topic, partition, offset, decode errors) of source `name`."""

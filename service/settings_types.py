@@ -180,4 +180,4 @@ def _offset_at(key: str, offset: Any) -> int:
     if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
         msg = f"offset of {key!r} is {offset!r}; expected an integer >= 0"
         raise ValueError(msg)
-    return offset
+    return int(offset)

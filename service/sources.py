@@ -155,12 +155,23 @@ class KafkaInputDStream(InputDStream):
             return self.ctx.sc.emptyRDD()
         slices = self.ctx.sc.parallelize([[piece] for piece in pieces], len(pieces))
         counters = self.ctx.input_counters
-        read = partial(read_partition, self._conf, self._codec, counters)
+        codec = self._codec_object or self._codec
+        read = partial(read_partition, self._conf, codec, counters)
         rdd = slices.mapPartitions(read)
         if self.ctx.dead_letters_enabled:
             # Two jobs (outputs and dead letters) read this RDD; fetch from Kafka only once.
             rdd = rdd.cache()
         return rdd
+
+    def parse_with(self, function: Any) -> None:
+        """Applies `function` to each decoded value while reading; a value it raises on becomes a
+        dead letter (with its original bytes) instead of failing the batch."""
+        from connectors.codecs import ParsingCodec
+
+        self._codec_object = ParsingCodec(self._codec, function)
+        self.params["parse"] = f"{function.__module__}.{function.__qualname__}"
+
+    _codec_object: Any = None
 
     def values(self) -> DStream:
         stream = self._pipe("values", lambda rdd: rdd.filter(_decoded).map(_value_of))
@@ -171,7 +182,7 @@ class KafkaInputDStream(InputDStream):
 
 
 def read_partition(
-    conf: dict[str, str], codec: str, counters: Any, slices: Iterable[list[OffsetRange]]
+    conf: dict[str, str], codec: Any, counters: Any, slices: Iterable[list[OffsetRange]]
 ) -> Iterator[Any]:
     """Executor side: reads this task's ranges, counting records per partition and failures."""
     from connectors.reader import read_range

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -27,6 +28,13 @@ BASE_CONF: dict[str, str] = {
 }
 
 
+def with_task_retries(master: str) -> str:
+    """`local[N]` retries no failed task; `local[N,4]` retries like a cluster (4 attempts), so a
+    dead Python worker costs a task retry, not the batch."""
+    match = re.fullmatch(r"local\[(\d+|\*)\]", master.strip())
+    return f"local[{match.group(1)},4]" if match else master
+
+
 def create_spark_context(
     app_name: str, master: str = "local[2]", extra_conf: Mapping[str, str] | None = None
 ) -> Any:
@@ -37,7 +45,7 @@ def create_spark_context(
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark import SparkConf, SparkContext
 
-    conf = SparkConf().setAppName(app_name).setMaster(master)
+    conf = SparkConf().setAppName(app_name).setMaster(with_task_retries(master))
     for key, value in {**BASE_CONF, **(extra_conf or {})}.items():
         conf.set(key, value)
     if LOG4J2_FILE.exists():

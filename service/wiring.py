@@ -126,16 +126,14 @@ def add_dead_letter_outputs(settings: Any, ctx: StreamingContext) -> None:
 
 
 def to_dead_letter(record: Any) -> Any:
+    """A failed `SourceRecord` as a dead letter; `[Type] message` reasons name the user error."""
     from sinks.dead_letters import DeadLetter
 
+    error_type, message = "DecodeError", record.error or ""
+    if message.startswith("[") and "] " in message:
+        error_type, message = message[1:].split("] ", 1)
     return DeadLetter(
-        record.topic,
-        record.partition,
-        record.offset,
-        "DecodeError",
-        record.error or "",
-        record.key,
-        record.raw,
+        record.topic, record.partition, record.offset, error_type, message, record.key, record.raw
     )
 
 

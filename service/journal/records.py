@@ -225,7 +225,7 @@ def _int(data: dict[str, Any], key: str) -> int:
     value = data[key]
     if isinstance(value, bool) or not isinstance(value, int):
         raise _malformed(data, key, "an integer")
-    return value
+    return int(value)
 
 
 def _str(data: dict[str, Any], key: str) -> str:

@@ -66,3 +66,17 @@ def test_json_failures_carry_a_short_reason(raw: bytes, reason: str) -> None:
 
 def test_reasons_are_bounded() -> None:
     assert len(DecodeError("x" * 10_000).reason) == 200
+
+
+def test_parsing_codec_turns_user_errors_into_decode_errors() -> None:
+    from connectors.codecs import ParsingCodec, resolve_codec
+
+    def price_of(event: dict[str, int]) -> int:
+        return event["price"]
+
+    codec = ParsingCodec("json", price_of)
+    assert codec(b'{"price": 3}') == 3
+    with pytest.raises(DecodeError, match=r"^\[KeyError\] 'price'"):
+        codec(b'{"cost": 3}')
+    assert resolve_codec(codec) is codec
+    assert resolve_codec("utf-8")(b"x") == "x"

@@ -44,3 +44,12 @@ def test_stop_returns_after_the_running_batch() -> None:
 
     assert scheduler.run(0, batch) == 1000
     assert seen == [0]
+
+
+def test_local_master_gets_task_retries() -> None:
+    from service.spark import with_task_retries
+
+    assert with_task_retries("local[2]") == "local[2,4]"
+    assert with_task_retries("local[*]") == "local[*,4]"
+    assert with_task_retries("local[2,3]") == "local[2,3]"
+    assert with_task_retries("spark://host:7077") == "spark://host:7077"
