@@ -9,24 +9,18 @@
 
 from __future__ import annotations
 
-import json
-import os
 import random
-import signal
-import socket
-import subprocess
-import sys
 import tempfile
 import time
-import urllib.request
 from collections import Counter
 from pathlib import Path
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from service.functions import words_of
 from sinks.files import FileSink
+
+if TYPE_CHECKING:
+    from service.dev.service_process import ServiceProcess
 
 TOPIC = "demo-lines"
 PARTITIONS = 4
@@ -36,27 +30,26 @@ CATCH_UP_TIMEOUT_S = 120
 
 def run_demo(seconds: int, rate: int) -> int:
     from service.dev.brokers import create_topic, kafka_endpoint
+    from service.dev.service_process import ServiceProcess
 
     with kafka_endpoint(brokers=1) as bootstrap, tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         create_topic(bootstrap, TOPIC, partitions=PARTITIONS)
-        port = _free_port()
-        config = write_config(workdir, bootstrap, port)
-        print(f"status page: http://127.0.0.1:{port}/   metrics: http://127.0.0.1:{port}/metrics")
-        service = start_service(config, workdir)
-        try:
-            produced = produce_for(bootstrap, seconds, rate, port)
-            wait_until_counted(workdir, produced, port)
-        finally:
-            code = stop_service(service)
+        service = ServiceProcess(demo_config(workdir, bootstrap), workdir, name="wordcount")
+        print(f"status page: http://127.0.0.1:{service.port}/   metrics: .../metrics")
+        with service:
+            service.start()
+            produced = produce_for(bootstrap, seconds, rate, service)
+            wait_until_counted(workdir, produced)
+            code = service.terminate()
         print(f"service exited with code {code}")
         audit = audit_line(workdir, produced)
         print(audit)
         return 0 if code == 0 and "duplicates=0 missing=0" in audit else 1
 
 
-def write_config(workdir: Path, bootstrap: str, port: int) -> Path:
-    config = {
+def demo_config(workdir: Path, bootstrap: str) -> dict[str, Any]:
+    return {
         "app_id": "wordcount-demo",
         "job": "examples.wordcount:build",
         "batch_interval_ms": 1000,
@@ -64,27 +57,11 @@ def write_config(workdir: Path, bootstrap: str, port: int) -> Path:
         "sources": {"lines": {"topics": [TOPIC], "starting_offsets": "earliest", "codec": "utf-8"}},
         "sinks": {"counts": {"type": "files", "path": str(workdir / "out")}},
         "journal": {"type": "file", "path": str(workdir / "state" / "journal")},
-        "http": {"host": "127.0.0.1", "port": port},
         "logging": {"format": "text", "level": "WARNING"},
     }
-    path = workdir / "wordcount.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path
 
 
-def start_service(config: Path, workdir: Path) -> subprocess.Popen[bytes]:
-    log = open(workdir / "service.log", "wb")  # noqa: SIM115 - lives as long as the process
-    root = Path(__file__).resolve().parent.parent
-    return subprocess.Popen(  # noqa: S603 - our own interpreter and module
-        [sys.executable, "-m", "service", "run", "--config", str(config)],
-        cwd=root,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env={**os.environ, "PYTHONHASHSEED": "0"},
-    )
-
-
-def produce_for(bootstrap: str, seconds: int, rate: int, port: int) -> Counter[str]:
+def produce_for(bootstrap: str, seconds: int, rate: int, service: ServiceProcess) -> Counter[str]:
     """Produces about `rate` lines/s for `seconds`, printing progress every 2 s."""
     from confluent_kafka import Producer
 
@@ -104,7 +81,7 @@ def produce_for(bootstrap: str, seconds: int, rate: int, port: int) -> Counter[s
         producer.poll(0)
         time.sleep(max(0.0, 0.1 - (time.monotonic() - tick)))
         if time.monotonic() >= next_report:
-            report_progress(port, lines)
+            report_progress(service, lines)
             next_report += 2
     if producer.flush(30) != 0:
         msg = "the demo producer could not deliver every line within 30 s"
@@ -113,8 +90,8 @@ def produce_for(bootstrap: str, seconds: int, rate: int, port: int) -> Counter[s
     return produced
 
 
-def report_progress(port: int, produced_lines: int) -> None:
-    status = fetch_status(port)
+def report_progress(service: ServiceProcess, produced_lines: int) -> None:
+    status = service.status()
     if status is None:
         print(f"produced {produced_lines:>8} lines; service starting...")
         return
@@ -122,21 +99,12 @@ def report_progress(port: int, produced_lines: int) -> None:
     recent = batches[-5:]
     seconds = sum(b.get("processing_s") or 0 for b in recent) or 1.0
     records = sum(b.get("records_in") or 0 for b in recent)
-    consumed = status.get("totals", {}).get("records_in", 0)
+    totals = status.get("totals", {})
     print(
-        f"produced {produced_lines:>8} lines | batches done {len(batches):>4} | "
-        f"{records / seconds:>9.0f} records/s while busy | lag {produced_lines - consumed:>7}"
+        f"produced {produced_lines:>8} lines | batches done {totals.get('completed', 0):>4} | "
+        f"{records / seconds:>9.0f} records/s while busy | "
+        f"lag {produced_lines - totals.get('records_in', 0):>7}"
     )
-
-
-def fetch_status(port: int) -> dict[str, Any] | None:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=2) as reply:  # noqa: S310
-            data: dict[str, Any] = json.load(reply)
-            return data
-    except OSError as error:
-        print("status fetch failed:", repr(error))
-        return None
 
 
 def counted_words(workdir: Path) -> Counter[str]:
@@ -148,7 +116,7 @@ def counted_words(workdir: Path) -> Counter[str]:
     return counts
 
 
-def wait_until_counted(workdir: Path, produced: Counter[str], port: int) -> None:
+def wait_until_counted(workdir: Path, produced: Counter[str]) -> None:
     expected = sum(n for w, n in produced.items() if not w.startswith("\0"))
     deadline = time.monotonic() + CATCH_UP_TIMEOUT_S
     while time.monotonic() < deadline:
@@ -156,18 +124,6 @@ def wait_until_counted(workdir: Path, produced: Counter[str], port: int) -> None
             return
         time.sleep(1)
     print(f"warning: the service did not count every word within {CATCH_UP_TIMEOUT_S}s")
-
-
-def stop_service(service: subprocess.Popen[bytes]) -> int:
-    if service.poll() is None:
-        service.send_signal(signal.SIGTERM)
-        try:
-            return service.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            service.kill()
-            service.wait()
-            return -9
-    return service.returncode
 
 
 def audit_line(workdir: Path, produced: Counter[str]) -> str:
@@ -179,9 +135,3 @@ def audit_line(workdir: Path, produced: Counter[str]) -> str:
         f"audit: input_records={lines} words={sum(produced.values())} "
         f"counted_words={sum(counted.values())} duplicates={duplicates} missing={missing}"
     )
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
