@@ -27,21 +27,28 @@ class RateController:
         min_rate: float,
         max_rate_per_partition: float | None,
         gains: PidGains = PidGains(),  # noqa: B008 - immutable value
+        *,
+        initial_rate: float | None = None,
     ) -> None:
         self.interval_s = interval_ms / 1000
         self.min_rate = min_rate
         self.max_rate_per_partition = max_rate_per_partition
         self.gains = gains
+        self.initial_rate = initial_rate
         self._total_rate: float | None = None
         self._last_error = 0.0
         self._partitions = 1
 
     @property
     def rate_per_partition(self) -> float | None:
-        """The limit in force, or None before the first measurement (only the maximum applies)."""
+        """The limit in force. Before the first measurement: `initial_rate`, or None (only the
+        maximum applies)."""
         if self._total_rate is None:
-            return None
-        rate = self._total_rate / self._partitions
+            rate = self.initial_rate
+            if rate is None:
+                return None
+        else:
+            rate = self._total_rate / self._partitions
         if self.max_rate_per_partition is not None:
             rate = min(rate, self.max_rate_per_partition)
         return rate

@@ -26,7 +26,13 @@ def cli() -> None:
 
 @cli.command()
 def version() -> None:
-    """Print the dstreams version."""
+    """Print the dstreams version.
+
+    \b
+    Example:
+      $ dstreams version
+      0.1.0
+    """
     click.echo(__version__)
 
 

@@ -13,7 +13,12 @@ from service.dev.kafka_cluster import KAFKA_VERSION, KafkaClusterError, LocalKaf
 
 @click.group()
 def dev() -> None:
-    """Local services for development and demos."""
+    """Local services for development and demos.
+
+    \b
+    Example:
+      dstreams dev kafka --brokers 3
+    """
 
 
 @dev.command()

@@ -34,7 +34,12 @@ def journal() -> None:
 def _source_options(command: Callable[..., None]) -> Callable[..., None]:
     """Adds `--file PATH | --kafka BOOTSTRAP --topic T --app APP`, passed on as one `Journal`."""
 
-    @click.option("--file", "file_", type=click.Path(dir_okay=False, path_type=Path))
+    @click.option(
+        "--file",
+        "file_",
+        type=click.Path(dir_okay=False, path_type=Path),
+        help="journal file (the job's journal.path)",
+    )
     @click.option("--kafka", "bootstrap", metavar="BOOTSTRAP", help="bootstrap servers")
     @click.option("--topic", help="journal topic (with --kafka)")
     @click.option("--app", help="app id (with --kafka)")
@@ -56,7 +61,16 @@ def _source_options(command: Callable[..., None]) -> Callable[..., None]:
 @_source_options
 @click.option("--json", "as_json", is_flag=True, help="print the summary as JSON")
 def show(source: Journal, label: str, as_json: bool) -> None:
-    """Epochs, last planned and completed batches, checkpoint, pending batches, positions."""
+    """Epochs, last planned and completed batches, checkpoint, pending batches, positions.
+
+    Reads only; safe while the driver runs.
+
+    \b
+    Examples:
+      dstreams journal show --file state/journal
+      dstreams journal show --file state/journal --json
+      dstreams journal show --kafka 127.0.0.1:9092 --topic dstreams-journal --app wordcount
+    """
     state = JournalState.from_records(_read(source))
     if as_json:
         click.echo(json.dumps({"journal": label, **state.summary()}, indent=2))
@@ -67,7 +81,15 @@ def show(source: Journal, label: str, as_json: bool) -> None:
 @journal.command()
 @_source_options
 def verify(source: Journal, label: str) -> None:
-    """Check integrity (framing, checksums, versions) and contiguity; exit 1 on any damage."""
+    """Check integrity (framing, checksums, versions) and contiguity; exit 1 on any damage.
+
+    Reads only; safe while the driver runs. A damaged record is named by its byte offset.
+
+    \b
+    Examples:
+      dstreams journal verify --file state/journal
+      dstreams journal verify --kafka 127.0.0.1:9092 --topic dstreams-journal --app wordcount
+    """
     state = JournalState.from_records(_read(source))
     try:
         state.validate()

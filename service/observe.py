@@ -45,7 +45,8 @@ class Observer:
         self.lag_source: LagSource | None = None
         self._delays: dict[int, float] = {}
         self._started: dict[int, float] = {}
-        self.source_names: list[str] = []
+        # Per source: its configured max_rate_per_partition (None: unlimited).
+        self.source_max_rates: dict[str, float | None] = {}
 
     @classmethod
     def create(cls, settings: Any) -> Observer:
@@ -54,12 +55,19 @@ class Observer:
         board = StatusBoard(settings.app_id, settings.batch_interval_ms)
         rate = None
         bp = settings.backpressure
+        maxima = {name: s.max_rate_per_partition for name, s in settings.sources.items()}
         if bp.enabled:
-            maximum = max(
-                (s.max_rate_per_partition or 0 for s in settings.sources.values()), default=0
-            )
+            # The controller's ceiling is the highest maximum; a source without one has none.
+            limited = None not in maxima.values()
+            maximum = max((m for m in maxima.values() if m is not None), default=None)
             gains = PidGains(bp.proportional, bp.integral, bp.derived)
-            rate = RateController(settings.batch_interval_ms, bp.min_rate, maximum or None, gains)
+            rate = RateController(
+                settings.batch_interval_ms,
+                bp.min_rate,
+                maximum if limited else None,
+                gains,
+                initial_rate=bp.initial_rate,
+            )
         observer = cls(
             settings.app_id,
             settings.batch_interval_ms,
@@ -68,7 +76,7 @@ class Observer:
             rate,
             (settings.http.host, settings.http.port),
         )
-        observer.source_names = sorted(settings.sources)
+        observer.source_max_rates = dict(sorted(maxima.items()))
         return observer
 
     # --- HTTP -----------------------------------------------------------------------------
@@ -105,11 +113,15 @@ class Observer:
         self._ready_pending = True
 
     def rate_for_next_batch(self) -> float | None:
-        if self.rate is None:
-            return None
-        limit = self.rate.rate_per_partition
-        for name in self.source_names:
-            self.metrics.set_rate_limit(name, limit)
+        """Backpressure's per-partition rate for the next batch (None: the maxima alone).
+
+        The rate in force for each source, the lower of its maximum and this one, is published
+        as `dstreams_rate_limit_records_per_second`; a source with neither has no series.
+        """
+        limit = self.rate.rate_per_partition if self.rate is not None else None
+        for name, maximum in self.source_max_rates.items():
+            bounds = [rate for rate in (maximum, limit) if rate is not None]
+            self.metrics.set_rate_limit(name, min(bounds) if bounds else None)
         return limit
 
     @contextmanager

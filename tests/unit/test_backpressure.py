@@ -37,3 +37,8 @@ def test_empty_batches_change_nothing() -> None:
     controller.update(records=100, processing_s=1, scheduling_delay_s=0, partitions=1)
     controller.update(records=0, processing_s=0.2, scheduling_delay_s=0, partitions=1)
     assert controller.rate_per_partition == 100
+
+
+def test_initial_rate_applies_before_the_first_measurement_within_the_maximum() -> None:
+    assert RateController(1000, 10, 20, initial_rate=50).rate_per_partition == 20
+    assert RateController(1000, 10, 500, initial_rate=50).rate_per_partition == 50
