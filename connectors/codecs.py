@@ -105,7 +105,8 @@ class ParsingCodec:
         try:
             return self.function(value)
         except Exception as exc:  # any failure of user code makes the record a dead letter
-            raise DecodeError(f"[{type(exc).__name__}] {exc}") from exc
+            reason = f"[{type(exc).__name__}] {exc}"
+            raise DecodeError(reason) from exc
 
 
 def resolve_codec(codec: str | Codec) -> Codec:

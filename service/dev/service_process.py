@@ -115,14 +115,14 @@ class ServiceProcess:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process is not None and self.process.poll() is not None:
-                msg = f"the service exited ({self.process.returncode}) before {what}"
-                raise AssertionError(f"{msg}\n{self.log_tail()}")
+                msg = f"the service exited ({self.process.returncode}) before {what}\n"
+                raise AssertionError(msg + self.log_tail())
             status = self.status()
             if status is not None and predicate(status):
                 return status
             time.sleep(0.25)
-        msg = f"timed out after {timeout_s}s waiting for {what}"
-        raise AssertionError(f"{msg}\n{self.log_tail()}")
+        msg = f"timed out after {timeout_s}s waiting for {what}\n"
+        raise AssertionError(msg + self.log_tail())
 
     def completed_batches(self) -> int:
         status = self.status() or {}
