@@ -156,7 +156,7 @@ class KafkaInputDStream(InputDStream):
         slices = self.ctx.sc.parallelize([[piece] for piece in pieces], len(pieces))
         counters = self.ctx.input_counters
         codec = self._codec_object or self._codec
-        read = partial(read_partition, self._conf, codec, counters)
+        read = partial(read_partition, self._conf, codec, counters, not self._needs_metadata())
         rdd = slices.mapPartitions(read)
         if self.ctx.dead_letters_enabled:
             # Two jobs (outputs and dead letters) read this RDD; fetch from Kafka only once.
@@ -174,25 +174,36 @@ class KafkaInputDStream(InputDStream):
     _codec_object: Any = None
 
     def values(self) -> DStream:
-        stream = self._pipe("values", lambda rdd: rdd.filter(_decoded).map(_value_of))
-        return stream
+        """The decoded values of the records that decoded."""
+        return self._pipe("values", lambda rdd: rdd.mapPartitions(values_of))
 
     def dead_letters(self) -> DStream:
+        """The `SourceRecord`s that failed to decode (or whose parse function raised)."""
         return self._pipe("dead_letters", lambda rdd: rdd.filter(_failed))
+
+    def _needs_metadata(self) -> bool:
+        # Only `values()` and `dead_letters()` understand the values-only fast path; any other
+        # consumer of this stream sees full `SourceRecord`s.
+        children = [s for s in self.ctx.streams if self in s.parents]
+        return any(child.kind not in ("values", "dead_letters") for child in children)
 
 
 def read_partition(
-    conf: dict[str, str], codec: Any, counters: Any, slices: Iterable[list[OffsetRange]]
+    conf: dict[str, str],
+    codec: Any,
+    counters: Any,
+    values_only: bool,
+    slices: Iterable[list[OffsetRange]],
 ) -> Iterator[Any]:
     """Executor side: reads this task's ranges, counting records per partition and failures."""
-    from connectors.reader import read_range
+    from connectors.reader import SourceRecord, read_range
 
     counts: dict[str, int] = {}
     for r in (r for batch in slices for r in batch):
         records = failures = 0
-        for record in read_range(conf, r, codec):
+        for record in read_range(conf, r, codec, values_only=values_only):
             records += 1
-            if record.error is not None:
+            if type(record) is SourceRecord and record.error is not None:
                 failures += 1
             yield record
         key = input_counter_key(r.topic, r.partition)
@@ -221,13 +232,18 @@ def parse_input_counter_key(key: str) -> tuple[str, int] | None:
     return parts[1], int(parts[2])
 
 
-def _decoded(record: Any) -> bool:
-    return record.error is None
+def values_of(records: Iterable[Any]) -> Iterator[Any]:
+    """Decoded values, whether records arrive whole or on the values-only fast path."""
+    from connectors.reader import SourceRecord
+
+    for record in records:
+        if type(record) is not SourceRecord:
+            yield record
+        elif record.error is None:
+            yield record.value
 
 
 def _failed(record: Any) -> bool:
-    return record.error is not None
+    from connectors.reader import SourceRecord
 
-
-def _value_of(record: Any) -> Any:
-    return record.value
+    return type(record) is SourceRecord and record.error is not None
