@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import operator
 from collections import Counter
-from itertools import chain
 from collections.abc import Callable, Iterable, Iterator
+from itertools import chain
 from typing import Any, TypeVar
 
 T = TypeVar("T")
