@@ -468,6 +468,7 @@ class ConfluentMetadata:
         merged = {"group.id": "dstreams-metadata", **conf, **_METADATA_FORCED}
         self._consumer: Any = Consumer(merged)
         self._timeout_s = timeout_s
+        self._last_topics: dict[str, Any] | None = None
 
     def close(self) -> None:
         self._consumer.close()
@@ -479,9 +480,20 @@ class ConfluentMetadata:
         self.close()
 
     def _topics(self) -> dict[str, Any]:
-        cluster = self._consumer.list_topics(timeout=self._timeout_s)
+        from confluent_kafka import KafkaException
+
+        try:
+            cluster = self._consumer.list_topics(timeout=self._timeout_s)
+        except KafkaException as exc:
+            # While a broker fails over, metadata can time out; the partitions seen last are
+            # still right, and their offsets are asked (and may be skipped) one by one.
+            if self._last_topics is None or not _transient(exc.args[0]):
+                raise
+            logger.warning("Kafka metadata unavailable now (%s); using the last known", exc)
+            return self._last_topics
         # A topic still being created answers with an error and no partitions; skip it now.
-        return {name: t for name, t in cluster.topics.items() if t.error is None}
+        self._last_topics = {name: t for name, t in cluster.topics.items() if t.error is None}
+        return self._last_topics
 
     def partitions_of(self, topics: Sequence[str]) -> list[TopicPartition]:
         existing = self._topics()
@@ -513,7 +525,7 @@ class ConfluentMetadata:
                 TopicPartition(tp[0], tp[1]), timeout=self._timeout_s, cached=False
             )
         except KafkaException as exc:
-            if not exc.args[0].retriable():
+            if not _transient(exc.args[0]):
                 raise
             logger.warning("offsets of %s-%d unavailable now (%s); retrying next batch", *tp, exc)
             return None
@@ -545,6 +557,20 @@ class ConfluentMetadata:
         query = [TopicPartition(t, p) for t, p in partitions]
         found = self._consumer.committed(query, timeout=self._timeout_s)
         return {(r.topic, r.partition): _offset_or_none(r) for r in found}
+
+
+def _transient(error: Any) -> bool:
+    """A Kafka error worth waiting out. librdkafka does not flag its local "cannot reach the
+    cluster now" errors retriable (a timeout, a broken connection, every broker down, as while
+    brokers fail over or restart), but they pass like those it does flag."""
+    from confluent_kafka import KafkaError
+
+    unreachable = {
+        KafkaError._TIMED_OUT,  # noqa: SLF001 - librdkafka's public local error codes
+        KafkaError._TRANSPORT,  # noqa: SLF001
+        KafkaError._ALL_BROKERS_DOWN,  # noqa: SLF001
+    }
+    return bool(error.retriable()) or error.code() in unreachable
 
 
 def _offset_or_none(result: Any) -> int | None:

@@ -192,5 +192,10 @@ class Observer:
             if key.startswith("decode\t"):
                 m.add_decode_errors(key.split("\t", 1)[1], count)
         if self.lag_source is not None:
-            for (topic, partition), lag in self.lag_source().items():
+            try:
+                lags = self.lag_source()
+            except Exception:  # a metric only: it must never fail a completed batch
+                log.warning("could not read the consumer lag", exc_info=True)
+                lags = {}
+            for (topic, partition), lag in lags.items():
                 m.set_consumer_lag(topic, partition, lag)

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from service import faults
 from service.errors import SinkError
 from sinks.base import BatchKey, WriteResult
 
@@ -85,6 +86,8 @@ def _write_atomically(target: Path, payload: bytes) -> None:
         handle.write(payload)
         handle.flush()
         os.fsync(handle.fileno())
+    if target.name != SUCCESS:  # a task's part file; `_SUCCESS` is the driver's commit
+        faults.crash_point("sink-mid-write")
     os.replace(temp, target)
     _fsync_dir(target.parent)
 

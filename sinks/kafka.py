@@ -38,6 +38,7 @@ from typing import Any, Literal, NamedTuple
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
+from service import faults
 from service.errors import ConfigError, SinkError
 from sinks.base import BatchKey, WriteResult
 from sinks.kafka_markers import (
@@ -245,6 +246,7 @@ class KafkaSink:
         offsets: list[int] = []
         marker_record = OutboundRecord(marker.record_key, marker.encode())
         _produce(client, marker_topic, marker_record, key.partition, offsets.append)
+        faults.crash_point("sink-mid-write")
         # The broker aborts a transaction older than transaction.timeout.ms, so waiting longer for
         # the commit cannot help; a timeout here is ambiguous and `_recover` settles it.
         client.commit_transaction(self.transaction_timeout_ms / 1000)

@@ -324,10 +324,13 @@ def partition_count(client: Any, topic: str) -> int:
 def broker_transaction_limit(admin: Any) -> int:
     """The smallest `transaction.max.timeout.ms` among the cluster's brokers."""
     brokers = sorted(admin.list_topics(timeout=INIT_TIMEOUT_S).brokers)
-    resources = [ConfigResource(ResourceType.BROKER, str(broker)) for broker in brokers]
-    futures = admin.describe_configs(resources, request_timeout=INIT_TIMEOUT_S)
-    configs = [future.result(INIT_TIMEOUT_S) for future in futures.values()]
-    return min(int(config["transaction.max.timeout.ms"].value) for config in configs)
+    limits = []
+    for broker in brokers:
+        # One BROKER resource per call: librdkafka refuses several (_CONFLICT).
+        resource = ConfigResource(ResourceType.BROKER, str(broker))
+        future = admin.describe_configs([resource], request_timeout=INIT_TIMEOUT_S)[resource]
+        limits.append(int(future.result(INIT_TIMEOUT_S)["transaction.max.timeout.ms"].value))
+    return min(limits)
 
 
 def ensure_topic(

@@ -37,6 +37,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 from pydantic import SecretStr
 
+from service import faults
 from service.errors import SinkError
 from sinks.base import BatchKey, WriteResult
 
@@ -202,6 +203,7 @@ class PostgresSink:
             elif rows and self.key_columns is not None:
                 cur.executemany(_upsert(self.table, columns, self.key_columns), rows)
             _fault("after_rows", key, conn)
+        faults.crash_point("sink-mid-write")
         conn.commit()
         _fault("after_commit", key, conn)
         return WriteResult(rows=len(rows))

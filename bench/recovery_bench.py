@@ -1,0 +1,261 @@
+"""Driver recovery time: SIGKILL the driver during a steady stream and time the way back.
+
+The chaos tier's job (`examples.wordcount_all_sinks`: Kafka, PostgreSQL and files sinks, file
+journal, `local[2,4]`) runs as a `dstreams run` subprocess on a local Kafka and PostgreSQL while
+a producer writes a steady stream of lines. Each of five times (after a seeded random 5-10 s of
+steady work) the driver is SIGKILLed and started again at once, as a supervisor would. Per kill
+it prints, read from the new driver's `/status` and `/metrics`:
+
+- seconds from SIGKILL until the HTTP endpoint answers, until Spark is up and the new epoch is
+  taken (`/status` shows it), until recovery (replay included) is done, until the first batch is
+  finished (replayed or new), and until the next new batch completes;
+- the batches replayed (from the driver's "recovered: ... N batches replayed" log line; the same
+  figure feeds `dstreams_replayed_batches_total`).
+
+Then the median of "SIGKILL to next completed batch" against the 10 s target. Not a test: it
+prints figures and asserts nothing. `KAFKA_BOOTSTRAP_SERVERS` / `POSTGRES_DSN` name existing
+servers; otherwise local ones are started (and stopped) by this script.
+Usage: python bench/recovery_bench.py [--kills 5] [--seed N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import random
+import re
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from service.dev.service_process import ServiceProcess  # noqa: E402
+
+PARTITIONS = 4
+LINES_PER_SECOND = 2_000  # steady input, well under the job's capacity
+RATE_PER_PARTITION = 2_000  # catch-up after a kill: up to 8,000 lines per 1 s batch
+TARGET_MEDIAN_S = 10.0
+POLL_S = 0.05
+# A restart takes ~10-20 s here; anything near this limit means the driver is not recovering.
+RECOVERY_TIMEOUT_S = 180.0
+VOCABULARY = [f"w{i:03d}" for i in range(400)]
+
+
+@dataclass
+class Recovery:
+    kill: int
+    http_s: float
+    spark_s: float
+    recovered_s: float
+    first_batch_s: float
+    next_completed_s: float
+    replayed: int
+
+
+@contextlib.contextmanager
+def kafka() -> Iterator[str]:
+    from service.dev.brokers import kafka_endpoint
+
+    with kafka_endpoint(brokers=1) as bootstrap:
+        yield bootstrap
+
+
+@contextlib.contextmanager
+def postgres() -> Iterator[str]:
+    external = os.environ.get("POSTGRES_DSN")
+    if external:
+        yield external
+        return
+    from service.dev.postgres_server import LocalPostgres
+
+    with LocalPostgres() as server:
+        yield server.dsn
+
+
+def new_database(dsn: str, name: str) -> str:
+    import psycopg
+    from psycopg import sql
+    from psycopg.conninfo import make_conninfo
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    return make_conninfo(dsn, dbname=name)
+
+
+def job_config(app: str, bootstrap: str, dsn: str, workdir: Path) -> dict[str, Any]:
+    return {
+        "app_id": app,
+        "job": "examples.wordcount_all_sinks:build",
+        "batch_interval_ms": 1000,
+        "default_partitions": 4,
+        "spark": {"master": "local[2,4]"},
+        "kafka": {"bootstrap_servers": bootstrap},
+        "sources": {
+            "lines": {
+                "topics": [f"{app}.lines"],
+                "starting_offsets": "earliest",
+                "codec": "utf-8",
+                "max_rate_per_partition": RATE_PER_PARTITION,
+            }
+        },
+        "sinks": {
+            "counts_kafka": {"type": "kafka", "topic": f"{app}.counts"},
+            "counts_pg": {
+                "type": "postgres",
+                "dsn": dsn,
+                "table": "counts",
+                "columns": ["word", "n"],
+                "column_types": {"word": "text", "n": "bigint"},
+            },
+            "counts_files": {"type": "files", "path": str(workdir / "files")},
+        },
+        "journal": {"type": "file", "path": str(workdir / "state" / "journal")},
+        "logging": {"format": "json", "level": "INFO"},
+    }
+
+
+class SteadyStream(threading.Thread):
+    """Produces about `LINES_PER_SECOND` lines/s until stopped."""
+
+    def __init__(self, bootstrap: str, topic: str, seed: int) -> None:
+        super().__init__(name="steady-stream", daemon=True)
+        from confluent_kafka import Producer
+
+        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+        self.topic = topic
+        self.rng = random.Random(seed)
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        step = LINES_PER_SECOND // 10
+        sent = 0
+        while not self.stopping.wait(0.1):
+            for _ in range(step):
+                line = " ".join(self.rng.choices(VOCABULARY, k=self.rng.randint(1, 8)))
+                self.producer.produce(self.topic, line.encode(), partition=sent % PARTITIONS)
+                sent += 1
+            self.producer.poll(0)
+        self.producer.flush(30)
+
+
+def recovery_line(driver: ServiceProcess) -> re.Match[str] | None:
+    """This start's "recovered: ..." log line, once the driver has logged it."""
+    text = driver.log_path.read_text(errors="replace")
+    section = text.split(f"--- start {driver.starts - 1} ---")[-1]
+    return re.search(r"recovered: epoch \d+, (\d+) batches replayed", section)
+
+
+def measure_restart(driver: ServiceProcess, kill: int) -> Recovery:
+    """SIGKILL, restart at once, and time the new driver's way back to a completed batch."""
+    killed_at = time.monotonic()
+    driver.kill()
+    driver.start()
+    marks: dict[str, float] = {}
+    deadline = killed_at + RECOVERY_TIMEOUT_S
+    replayed = -1
+    while "completed" not in marks:
+        if time.monotonic() > deadline or not driver.running():
+            msg = f"kill {kill}: no completed batch within {RECOVERY_TIMEOUT_S}s\n"
+            raise RuntimeError(msg + driver.log_tail())
+        status = driver.status()
+        now = time.monotonic() - killed_at
+        if status is not None:
+            marks.setdefault("http", now)
+            if status.get("epoch") is not None:
+                marks.setdefault("epoch", now)
+            if "recovered" not in marks and (line := recovery_line(driver)) is not None:
+                marks["recovered"], replayed = now, int(line.group(1))
+            outcomes = [b.get("outcome") for b in status.get("batches", [])]
+            if any(o in ("completed", "replayed") for o in outcomes):
+                marks.setdefault("first", now)
+            if "completed" in outcomes:
+                marks["completed"] = now
+        time.sleep(POLL_S)
+    done = marks["completed"]
+    return Recovery(
+        kill,
+        marks["http"],
+        marks.get("epoch", done),
+        marks.get("recovered", done),
+        marks.get("first", done),
+        done,
+        replayed,
+    )
+
+
+def wait_for_batches(driver: ServiceProcess, count: int) -> None:
+    driver.wait_for(
+        lambda s: int(s.get("totals", {}).get("completed", 0)) >= count,
+        RECOVERY_TIMEOUT_S,
+        f"{count} completed batches",
+    )
+
+
+def run(kills: int, seed: int) -> list[Recovery]:
+    from service.dev.brokers import create_topic
+
+    rng = random.Random(seed)
+    app = f"recovery_bench_{uuid.uuid4().hex[:6]}"
+    with kafka() as bootstrap, postgres() as dsn, tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        create_topic(bootstrap, f"{app}.lines", partitions=PARTITIONS)
+        config = job_config(app, bootstrap, new_database(dsn, app), workdir)
+        stream = SteadyStream(bootstrap, f"{app}.lines", seed)
+        driver = ServiceProcess(config, workdir, name="driver")
+        results: list[Recovery] = []
+        try:
+            stream.start()
+            driver.start()
+            wait_for_batches(driver, 3)
+            for kill in range(1, kills + 1):
+                time.sleep(rng.uniform(5.0, 10.0))
+                result = measure_restart(driver, kill)
+                results.append(result)
+                print_row(result)
+        finally:
+            stream.stopping.set()
+            driver.kill()
+            stream.join(30)
+        return results
+
+
+def print_row(r: Recovery) -> None:
+    print(
+        f"kill {r.kill}: http up {r.http_s:4.1f}s | Spark up, epoch taken {r.spark_s:4.1f}s | "
+        f"recovered {r.recovered_s:4.1f}s | "
+        f"first batch done {r.first_batch_s:5.1f}s | next completed batch "
+        f"{r.next_completed_s:5.1f}s | batches replayed {r.replayed}",
+        flush=True,
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kills", type=int, default=5)
+    parser.add_argument("--seed", type=int, default=None)
+    args = parser.parse_args()
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
+    print(f"recovery bench: {args.kills} kills, seed {seed}, {LINES_PER_SECOND} lines/s steady")
+    results = run(args.kills, seed)
+    median = statistics.median(r.next_completed_s for r in results)
+    first = statistics.median(r.first_batch_s for r in results)
+    verdict = "meets" if median <= TARGET_MEDIAN_S else "misses"
+    print(
+        f"median SIGKILL -> next completed batch: {median:.1f}s ({verdict} the "
+        f"{TARGET_MEDIAN_S:.0f}s target); median SIGKILL -> first batch done: {first:.1f}s; "
+        f"batches replayed: {[r.replayed for r in results]}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,114 @@
+"""Every named crash point, for each of the three sinks: die there, restart, exact result.
+
+Each case is one app whose driver is started once per crash point, with
+`DSTREAMS_CRASH_AT=<point>` in that start's environment only, and finally once without it; then
+every sink must hold exactly the produced word totals.
+
+- Driver points (`after-planned`, `before-sink-commit`, `before-completed`, `before-ack`) kill
+  the driver (exit 137). They are reached once per batch for all outputs together, so one run
+  writing all three sinks covers each point for each sink. `DSTREAMS_CRASH_AFTER=2` lets the
+  first batch of the start go by: that is the replay of the batch the previous crash left
+  unfinished, so each crash follows a completed recovery from the one before.
+- Executor points (`sink-mid-write`, `task-before-write`, `task-after-write`) kill the Python
+  worker running a write task. They fire in the first output's Spark job, so the job's output
+  order decides which sink is hit: Kafka first (`build`), PostgreSQL first (`build_pg_first`),
+  files first (`build_files_first`). Every fresh worker of that start dies at the point, so all
+  Spark attempts of the task die, the job fails and the driver exits non-zero; the next start
+  replays the batch. `task-before-write` runs before any sink code, so the Kafka-first case
+  covers it for every sink; `sink-mid-write` (a partial write inside the sink) and
+  `task-after-write` (a committed write whose task then dies, so the retry must skip) run with
+  each sink first.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from service.dev.service_process import ServiceProcess
+from service.faults import CRASH_EXIT_CODE
+from tests.chaos.conftest import (
+    ChaosAppFactory,
+    log_text,
+    make_lines,
+    produce,
+    word_totals,
+)
+
+DRIVER_POINTS = ("after-planned", "before-sink-commit", "before-completed", "before-ack")
+EXECUTOR_POINTS = ("sink-mid-write", "task-before-write", "task-after-write")
+# Batches the restart after a driver crash must replay: all but `before-ack` die before
+# `completed` is journaled.
+REPLAYS_AFTER = {
+    "after-planned": 1,
+    "before-sink-commit": 1,
+    "before-completed": 1,
+    "before-ack": 0,
+}
+JOBS = "examples.wordcount_all_sinks"
+
+SINK_FIRST_POINTS = ("sink-mid-write", "task-after-write")
+
+CASES = [
+    pytest.param(f"{JOBS}:build", DRIVER_POINTS + EXECUTOR_POINTS, 24_000, id="kafka-first"),
+    pytest.param(f"{JOBS}:build_pg_first", SINK_FIRST_POINTS, 4_000, id="postgres-first"),
+    pytest.param(f"{JOBS}:build_files_first", SINK_FIRST_POINTS, 4_000, id="files-first"),
+]
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize(("job", "points", "lines_count"), CASES)
+def test_each_crash_point_then_restart_is_exact(
+    make_chaos_app: ChaosAppFactory,
+    kafka_bootstrap: str,
+    job: str,
+    points: tuple[str, ...],
+    lines_count: int,
+) -> None:
+    app = make_chaos_app(kafka_bootstrap, "cp", job=job, rate_per_partition=500)
+    lines = make_lines(len(points), lines_count)
+    produce(app.bootstrap, app.input_topic, [line.encode() for line in lines])
+    driver = app.service()
+
+    for point in points:
+        crash_start(driver, point)
+    driver.start()
+    app.wait_drained(driver)
+    app.stop(driver)
+
+    check_recoveries(driver, points)
+    app.verify(word_totals(lines))
+
+
+def crash_start(driver: ServiceProcess, point: str) -> None:
+    """One start with the crash point armed; returns once the driver has died of it."""
+    env = {"DSTREAMS_CRASH_AT": point}
+    if point in DRIVER_POINTS:
+        env["DSTREAMS_CRASH_AFTER"] = "2"
+    driver.start(env)
+    code = driver.wait(180)
+    section = log_text(driver).split(f"--- start {driver.starts - 1} ---")[-1]
+    assert f"crash point {point!r} reached" in section, (
+        f"start with {point} exited {code} without reaching it\n{driver.log_tail()}"
+    )
+    if point in DRIVER_POINTS:
+        assert code == CRASH_EXIT_CODE, f"{point}: exit {code}\n{driver.log_tail()}"
+    else:
+        # The worker died on every attempt of the task, so Spark gave up on the job.
+        assert code != 0, f"{point}: the driver survived every attempt dying\n{driver.log_tail()}"
+        assert "Python worker exited unexpectedly" in section
+
+
+def check_recoveries(driver: ServiceProcess, points: tuple[str, ...]) -> None:
+    """After a driver crash, the next start replayed exactly the batches left unfinished."""
+    sections = log_text(driver).split("--- start ")[1:]
+    for index, point in enumerate(points):
+        if point not in DRIVER_POINTS:
+            continue
+        replayed = re.findall(r"recovered: epoch \d+, (\d+) batches replayed", sections[index + 1])
+        assert replayed, f"start {index + 1} (after {point}) never finished recovery"
+        assert int(replayed[0]) == REPLAYS_AFTER[point], (
+            f"after a crash at {point}, expected {REPLAYS_AFTER[point]} replayed batch(es), "
+            f"found {replayed[0]}"
+        )
