@@ -49,23 +49,28 @@ def run(config_path: Path | None) -> None:
 
     \b
     Recovers from the journal first (replaying batches a crashed driver left unfinished), then
-    runs one batch per interval. Exit codes: 0 graceful stop, 2 bad configuration, 3 fenced out
-    by a newer driver.
+    runs one batch per interval. Exit codes: 0 graceful stop, 1 a batch failed (restart to
+    replay it), 2 bad configuration, 3 fenced out by a newer driver, 4 refused to start (journal
+    damaged, graph changed, offsets lost).
 
     \b
     Example:
       dstreams run --config config/wordcount.yaml
     """
-    from service.cli_config import _load_or_exit
-    from service.engine import run_service
-    from service.errors import ConfigError
+    from service.cli_config import load_or_exit
+    from service.engine import EXIT_REFUSED, run_service
+    from service.errors import ConfigError, DStreamsError
 
-    settings = _load_or_exit(config_path)
+    settings = load_or_exit(config_path)
     try:
         code = run_service(settings)
     except ConfigError as error:
         click.echo(f"configuration error: {error}", err=True)
         code = 2
+    except DStreamsError as error:
+        # Journal damage, graph changes, lost offsets: what is wrong and what to do, no traceback.
+        click.echo(f"dstreams refused to start: {type(error).__name__}: {error}", err=True)
+        code = EXIT_REFUSED
     sys.exit(code)
 
 

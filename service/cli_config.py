@@ -105,4 +105,3 @@ def load_or_exit(path: Path | None) -> Settings:
 
 
 # `dstreams run` imported the helper under its first, private name.
-_load_or_exit = load_or_exit

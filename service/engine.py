@@ -26,6 +26,7 @@ from service.spark import create_spark_context
 log = logging.getLogger(__name__)
 EXIT_OK = 0
 EXIT_FENCED = 3
+EXIT_REFUSED = 4
 
 Job = Callable[[StreamingContext], None]
 
@@ -113,6 +114,7 @@ class Service:
         )
         self.ctx = build_context(settings, self.sc)
         self.observer.lag_source = self.ctx.consumer_lag
+        self.observer.dead_letter_topic = settings.dead_letter.topic
         journal = wiring.make_journal(settings)
         epoch = journal.open()
         self.observer.set_epoch(epoch)

@@ -18,6 +18,7 @@ from service.lifecycle import BatchOutcome, BatchPlan
 from service.metrics import Metrics
 from service.sources import parse_input_counter_key
 from service.status import StatusBoard
+from service.wiring import DEAD_LETTER_SUFFIX
 
 log = logging.getLogger(__name__)
 LagSource = Callable[[], dict[tuple[str, int], int]]
@@ -45,6 +46,7 @@ class Observer:
         self.lag_source: LagSource | None = None
         self._delays: dict[int, float] = {}
         self._started: dict[int, float] = {}
+        self.dead_letter_topic: str | None = None
         # Per source: its configured max_rate_per_partition (None: unlimited).
         self.source_max_rates: dict[str, float | None] = {}
 
@@ -186,6 +188,8 @@ class Observer:
                 m.add_input_records(where[0], where[1], count)
         for result in outcome.outputs:
             m.add_output_records(result.name, result.rows)
+            if self.dead_letter_topic and result.name.endswith(DEAD_LETTER_SUFFIX) and result.rows:
+                m.add_dead_letters(self.dead_letter_topic, result.rows)
             if result.skipped_partitions:
                 m.add_duplicate_writes_suppressed(result.name, result.skipped_partitions)
         for key, count in outcome.counters.items():

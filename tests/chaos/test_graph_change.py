@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 
+from service.engine import EXIT_REFUSED
 from tests.chaos.conftest import ChaosApp, log_text, make_lines, produce, word_totals
 
 LINES = 8_000
@@ -36,7 +37,9 @@ def test_restart_with_changed_partitions_or_outputs_is_refused(chaos_app: ChaosA
     other_outputs.start()
     for refused in (fewer_partitions, other_outputs):
         code = refused.wait(180)
-        assert code != 0, f"{refused.name}: a changed graph must not run\n{refused.log_tail()}"
+        assert code == EXIT_REFUSED, (
+            f"{refused.name}: a changed graph must not run\n{refused.log_tail()}"
+        )
         assert "GraphChanged: the job's graph changed since the journal was written" in log_text(
             refused
         ), refused.log_tail()

@@ -14,6 +14,7 @@ import re
 
 import pytest
 
+from service.engine import EXIT_REFUSED
 from service.faults import CRASH_EXIT_CODE
 from service.journal.file import encode_frame, scan_frames
 from service.journal.records import CompletedRecord, PlannedRecord
@@ -59,7 +60,8 @@ def test_torn_tail_is_tolerated_and_corrupt_middle_is_refused(chaos_app: ChaosAp
     driver.start()
     code = driver.wait(180)
     refusal = log_text(driver).split("--- start 2 ---")[1]
-    assert code != 0, "a driver started on a corrupt journal must not run"
+    assert code == EXIT_REFUSED, "a driver started on a corrupt journal must not run"
+    assert "Traceback" not in refusal, "a refusal is a message, not a crash"
     assert f"journal {journal} is corrupt at byte {offset}" in refusal, refusal[-3000:]
     assert re.search(r"JournalCorrupt", refusal), "the error's type should be in the log"
     assert isinstance(record, PlannedRecord | CompletedRecord)
