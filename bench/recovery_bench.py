@@ -21,8 +21,6 @@ Usage: python bench/recovery_bench.py [--kills 5] [--seed N]
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 import random
 import re
 import statistics
@@ -31,13 +29,14 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from service.dev.brokers import kafka_endpoint  # noqa: E402
+from service.dev.postgres_server import postgres_endpoint  # noqa: E402
 from service.dev.service_process import ServiceProcess  # noqa: E402
 
 PARTITIONS = 4
@@ -59,26 +58,6 @@ class Recovery:
     first_batch_s: float
     next_completed_s: float
     replayed: int
-
-
-@contextlib.contextmanager
-def kafka() -> Iterator[str]:
-    from service.dev.brokers import kafka_endpoint
-
-    with kafka_endpoint(brokers=1) as bootstrap:
-        yield bootstrap
-
-
-@contextlib.contextmanager
-def postgres() -> Iterator[str]:
-    external = os.environ.get("POSTGRES_DSN")
-    if external:
-        yield external
-        return
-    from service.dev.postgres_server import LocalPostgres
-
-    with LocalPostgres() as server:
-        yield server.dsn
 
 
 def new_database(dsn: str, name: str) -> str:
@@ -205,7 +184,11 @@ def run(kills: int, seed: int) -> list[Recovery]:
 
     rng = random.Random(seed)
     app = f"recovery_bench_{uuid.uuid4().hex[:6]}"
-    with kafka() as bootstrap, postgres() as dsn, tempfile.TemporaryDirectory() as tmp:
+    with (
+        kafka_endpoint(brokers=1) as bootstrap,
+        postgres_endpoint() as dsn,
+        tempfile.TemporaryDirectory() as tmp,
+    ):
         workdir = Path(tmp)
         create_topic(bootstrap, f"{app}.lines", partitions=PARTITIONS)
         config = job_config(app, bootstrap, new_database(dsn, app), workdir)

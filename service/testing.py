@@ -60,3 +60,31 @@ def run_two_streams(
     stream.write("out", sink)
     run_contexts(ctx, max(len(left), len(right)))
     return [sorted(batch, key=repr) for batch in sink.batches("out")]
+
+
+def produce_lines(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    lines_per_partition: int,
+    vocabulary: list[str],
+    seed: int,
+) -> dict[int, list[str]]:
+    """Writes 1–6-word lines to each partition; returns them by partition in offset order, so a
+    test can work out what any offset range holds."""
+    import random
+
+    from confluent_kafka import Producer
+
+    rng = random.Random(seed)  # noqa: S311 - test data
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    lines: dict[int, list[str]] = {p: [] for p in range(partitions)}
+    for partition in range(partitions):
+        for _ in range(lines_per_partition):
+            line = " ".join(rng.choice(vocabulary) for _ in range(rng.randint(1, 6)))
+            producer.produce(topic, line.encode(), partition=partition)
+            lines[partition].append(line)
+    if producer.flush(30) != 0:
+        msg = f"could not deliver the test lines to {topic} within 30 s"
+        raise RuntimeError(msg)
+    return lines

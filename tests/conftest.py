@@ -99,11 +99,7 @@ def make_topic() -> Any:
 @pytest.fixture(scope="session")
 def postgres_dsn() -> Iterator[str]:
     """A PostgreSQL server for the session: `POSTGRES_DSN` if set, else a throwaway local one."""
-    external = os.environ.get("POSTGRES_DSN")
-    if external:
-        yield external
-        return
-    from service.dev.postgres_server import LocalPostgres
+    from service.dev.postgres_server import postgres_endpoint
 
-    with LocalPostgres() as server:
-        yield server.dsn
+    with postgres_endpoint() as dsn:
+        yield dsn

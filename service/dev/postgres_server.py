@@ -12,6 +12,7 @@ user that the Debian package creates.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import logging
 import os
@@ -22,6 +23,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 
@@ -285,3 +287,14 @@ def _tail(path: Path, lines: int = 30) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
         return f"(no log at {path})"
+
+
+@contextlib.contextmanager
+def postgres_endpoint() -> Iterator[str]:
+    """A DSN: `POSTGRES_DSN` when set (an external server), else a throwaway local server."""
+    external = os.environ.get("POSTGRES_DSN")
+    if external:
+        yield external
+        return
+    with LocalPostgres() as server:
+        yield server.dsn

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import random
 import re
 import shutil
 import signal
@@ -30,10 +29,9 @@ from typing import Any
 
 import pytest
 import yaml
-from confluent_kafka import Producer
 from prometheus_client.parser import text_string_to_metric_families
 
-from service import __version__
+from service import __version__, testing
 from service.dev.brokers import create_topic
 from service.dev.service_process import REPO_ROOT, ServiceProcess, free_port
 from service.functions import words_of
@@ -83,16 +81,9 @@ def http_get(port: int, path: str, accept: str | None = None) -> tuple[int, byte
 
 
 def produce_lines(bootstrap: str, topic: str) -> dict[int, list[str]]:
-    rng = random.Random(5)
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
-    lines: dict[int, list[str]] = {p: [] for p in range(PARTITIONS)}
-    for partition in range(PARTITIONS):
-        for _ in range(LINES_PER_PARTITION):
-            line = " ".join(rng.choice(VOCABULARY) for _ in range(rng.randint(1, 6)))
-            producer.produce(topic, line.encode(), partition=partition)
-            lines[partition].append(line)
-    assert producer.flush(30) == 0
-    return lines
+    return testing.produce_lines(
+        bootstrap, topic, PARTITIONS, LINES_PER_PARTITION, VOCABULARY, seed=5
+    )
 
 
 def samples(exposition: str) -> dict[str, list[tuple[dict[str, str], float]]]:

@@ -6,13 +6,13 @@ every batch can be derived from the offset ranges that batch planned and journal
 
 from __future__ import annotations
 
-import random
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Producer
 
+from service import testing
 from service.context import StreamingContext
 from service.functions import add, pair_with_one, words_of
 from service.journal.base import JournalState
@@ -29,17 +29,9 @@ VOCABULARY = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "thet
 
 
 def produce_lines(bootstrap: str, topic: str) -> dict[int, list[str]]:
-    """Writes lines to each partition explicitly; returns them by partition in offset order."""
-    rng = random.Random(7)
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
-    lines: dict[int, list[str]] = {p: [] for p in range(PARTITIONS)}
-    for partition in range(PARTITIONS):
-        for _ in range(LINES_PER_PARTITION):
-            line = " ".join(rng.choice(VOCABULARY) for _ in range(rng.randint(1, 6)))
-            producer.produce(topic, line.encode(), partition=partition)
-            lines[partition].append(line)
-    assert producer.flush(30) == 0
-    return lines
+    return testing.produce_lines(
+        bootstrap, topic, PARTITIONS, LINES_PER_PARTITION, VOCABULARY, seed=7
+    )
 
 
 def build_word_count(sc: Any, bootstrap: str, topic: str, out: Path) -> StreamingContext:
@@ -113,7 +105,7 @@ def test_undecodable_records_are_counted_and_good_totals_stay_exact(
     sc: Any, kafka_bootstrap: str, make_topic: Any, unique_name: str, tmp_path: Path
 ) -> None:
     topic = make_topic(kafka_bootstrap, unique_name, partitions=2)
-    producer = Producer({"bootstrap.servers": bootstrap_of(kafka_bootstrap)})
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
     good: Counter[str] = Counter()
     bad = 0
     for i in range(1000):
@@ -144,7 +136,3 @@ def test_undecodable_records_are_counted_and_good_totals_stay_exact(
     written = dict(map(tuple, FileSink(tmp_path / "out").read_batch("counts", 1_000_000)))
     assert written == dict(good)
     ctx.close()
-
-
-def bootstrap_of(bootstrap: str) -> str:
-    return bootstrap
