@@ -15,7 +15,7 @@ it prints, read from the new driver's `/status` and `/metrics`:
 Then the median of "SIGKILL to next completed batch" against the 10 s target. Not a test: it
 prints figures and asserts nothing. `KAFKA_BOOTSTRAP_SERVERS` / `POSTGRES_DSN` name existing
 servers; otherwise local ones are started (and stopped) by this script.
-Usage: python bench/recovery_bench.py [--kills 5] [--seed N]
+Usage: python bench/recovery_bench.py [--kills 5] [--seed N] [--keep-log FILE]
 """
 
 from __future__ import annotations
@@ -179,7 +179,7 @@ def wait_for_batches(driver: ServiceProcess, count: int) -> None:
     )
 
 
-def run(kills: int, seed: int) -> list[Recovery]:
+def run(kills: int, seed: int, keep_log: Path | None = None) -> list[Recovery]:
     from service.dev.brokers import create_topic
 
     rng = random.Random(seed)
@@ -208,6 +208,8 @@ def run(kills: int, seed: int) -> list[Recovery]:
             stream.stopping.set()
             driver.kill()
             stream.join(30)
+            if keep_log is not None:
+                keep_log.write_bytes(driver.log_path.read_bytes())
         return results
 
 
@@ -225,10 +227,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kills", type=int, default=5)
     parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--keep-log", type=Path, default=None, help="copy the driver's log here")
     args = parser.parse_args()
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
     print(f"recovery bench: {args.kills} kills, seed {seed}, {LINES_PER_SECOND} lines/s steady")
-    results = run(args.kills, seed)
+    results = run(args.kills, seed, args.keep_log)
     median = statistics.median(r.next_completed_s for r in results)
     first = statistics.median(r.first_batch_s for r in results)
     verdict = "meets" if median <= TARGET_MEDIAN_S else "misses"

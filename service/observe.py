@@ -158,12 +158,13 @@ class Observer:
             self.board.set_ready(True)
             self._ready_pending = False
         log.info(
-            "batch %d %s: %d records in, %s out, %.3fs",
+            "batch %d %s: %d records in, %s out, %.3fs (outputs' jobs: %s)",
             batch_time,
             kind,
             outcome.input_records,
             outputs,
             outcome.processing_s,
+            ", ".join(f"{r.name} {r.seconds:.3f}s" for r in outcome.outputs),
         )
 
     def batch_failed(self, batch_time: int, error: BaseException) -> None:

@@ -8,6 +8,7 @@ which is deterministic because emptiness is decided from the journaled plan, not
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
@@ -25,6 +26,7 @@ class OutputResult:
     partitions: int
     rows: int
     skipped_partitions: int
+    seconds: float = 0.0
 
 
 class SinkOutput:
@@ -46,6 +48,7 @@ class SinkOutput:
     def run(self, app: str, batch_time: int) -> OutputResult:
         if self.stream.is_empty(batch_time):
             return OutputResult(self.name, 0, 0, 0)
+        started = time.monotonic()
         rdd = self.stream.rdd_at(batch_time)
         if getattr(self.sink, "driver_side", False):
             reports = self._write_on_driver(rdd, app, batch_time)
@@ -54,7 +57,7 @@ class SinkOutput:
             reports = rdd.mapPartitionsWithIndex(write).collect()
         rows = sum(report[1] for report in reports)
         skipped = sum(1 for report in reports if report[2])
-        return OutputResult(self.name, len(reports), rows, skipped)
+        return OutputResult(self.name, len(reports), rows, skipped, time.monotonic() - started)
 
     def commit(self, app: str, batch_time: int, result: OutputResult) -> None:
         self.sink.commit(app, self.name, batch_time, result.partitions)
@@ -89,11 +92,12 @@ class ForeachBatchOutput:
         """Nothing to prepare: the function owns its destination."""
 
     def run(self, app: str, batch_time: int) -> OutputResult:
+        started = time.monotonic()
         rdd = self.stream.rdd_at(batch_time)
         if self.stream.is_empty(batch_time):
             rdd = self.stream.ctx.sc.emptyRDD()
         self.function(rdd, batch_time)
-        return OutputResult(self.name, 0, 0, 0)
+        return OutputResult(self.name, 0, 0, 0, time.monotonic() - started)
 
     def commit(self, app: str, batch_time: int, result: OutputResult) -> None:
         """Nothing to commit: the function ran to completion or raised."""

@@ -6,7 +6,8 @@
 4. `restore_positions`: every source resumes where the last planned batch ended.
 5. `replay_pending`: batches planned but not completed run again with their journaled plans;
    sinks skip the (batch, partition) keys they already committed.
-6. `first_new_batch_time`: new batches start after the last planned one, at the current interval;
+6. `first_new_batch_time`: new batches start after the last planned one, at once if an interval
+   has ended since;
    intervals missed while the driver was down are not replayed one by one — the offsets they
    would have read are picked up by the next batches within the rate budget.
 """
@@ -134,9 +135,15 @@ def replay_pending(state: JournalState, lifecycle: BatchLifecycle) -> int:
 
 
 def first_new_batch_time(state: JournalState, interval_ms: int, clock_ms: int | None = None) -> int:
-    now = align_up(clock_ms if clock_ms is not None else now_ms(), interval_ms)
+    """A fresh start waits for the next interval. A restart takes the interval that ended last,
+    if the journal has not planned it: that batch is due at once, and waiting up to a whole
+    interval for the next one would only lengthen the recovery."""
+    clock = clock_ms if clock_ms is not None else now_ms()
     last = state.last_planned
-    return now if last is None else max(now, last.batch_time + interval_ms)
+    if last is None:
+        return align_up(clock, interval_ms)
+    ended_last = clock // interval_ms * interval_ms
+    return max(ended_last, last.batch_time + interval_ms)
 
 
 def describe_graph_change(old: dict[str, Any] | None, new: dict[str, Any]) -> list[str]:

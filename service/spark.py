@@ -18,6 +18,8 @@ BASE_CONF: dict[str, str] = {
     "spark.ui.showConsoleProgress": "false",
     # Python workers are reused so each keeps its Kafka consumer and producers across batches.
     "spark.python.worker.reuse": "true",
+    # pyspark's daemon with two per-task costs removed; see service/spark_daemon.py.
+    "spark.python.daemon.module": "service.spark_daemon",
     # A Kafka-fed RDD has no locality; waiting for it only adds latency.
     "spark.locality.wait": "0",
     # Output partition p of batch t must be the same on every replay: fixed string hashing.

@@ -5,7 +5,9 @@
 1. Take this process's transactional producer, ``transactional.id = dstreams-<app>-<output>-<p>``,
    or create it. Its ``init_transactions()`` (once per producer) fences every older producer with
    the same id (a Spark retry, a speculative copy, a zombie from before a driver crash) and aborts
-   any transaction such a producer left open.
+   any transaction such a producer left open. Task ``p`` runs on whichever Python worker is free,
+   so a cached producer is often fenced by another worker's; a host-local note of the last owner
+   of each id (`sinks.kafka_markers.ProducerOwners`) replaces it before it wastes a transaction.
 2. Read the last committed marker of ``(output, p)`` with a ``read_committed`` consumer (see
    `sinks.kafka_markers`), or take the one this producer read or committed last: nobody else can
    commit for its transactional.id without fencing it. If it is ``>= t``, skip: return
@@ -16,6 +18,7 @@
 4. On an abortable error, abort and go back to 2. On a fatal, fencing or ambiguous error (a commit
    that timed out may or may not have happened), discard the producer and go back to 1: the new
    producer's ``init_transactions()`` settles the old transaction, and step 2 reads the outcome.
+   Only after fencing is the retry immediate; other errors may be a failover, given time to settle.
 
 Rows are ``(key, value)`` 2-tuples or plain values; a value that is itself a pair must be written as
 ``(None, pair)``. Keys: ``str`` as UTF-8, ``bytes`` as they are, ``None`` as no key, anything else
@@ -29,13 +32,14 @@ rows without a key go to output partition ``p % partitions``.
 
 from __future__ import annotations
 
+import enum
 import json
 import logging
 import time
 from collections.abc import Callable, Iterable
 from typing import Any, Literal, NamedTuple
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from service import faults
@@ -67,6 +71,20 @@ RESERVED_SETTINGS = frozenset(
 MAX_ATTEMPTS = 5
 
 _LOG = logging.getLogger(__name__)
+
+
+# A newer producer with the same transactional.id exists: this one can never commit again.
+_FENCING_ERRORS = frozenset(
+    {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}  # noqa: SLF001
+)
+
+
+class _Outcome(enum.Enum):
+    """What one attempt at a task's transaction came to."""
+
+    COMMITTED = "committed"
+    RETRY_NOW = "retry now"  # fenced: a new producer can try at once
+    RETRY_LATER = "retry later"  # aborted, or ambiguous: give a failover time to settle
 
 
 class OutboundRecord(NamedTuple):
@@ -187,10 +205,11 @@ class KafkaSink:
             if committed is not None and committed >= key.batch_time:
                 _LOG.info("%s skipped: marker %d is already committed", key, committed)
                 return WriteResult(0, skipped=True)
-            if self._try_transaction(producer, key, records, attempt):
+            outcome = self._try_transaction(producer, key, records, attempt)
+            if outcome is _Outcome.COMMITTED:
                 return WriteResult(len(records))
-            if attempt < MAX_ATTEMPTS:
-                time.sleep(min(0.1 * 2**attempt, 2.0))  # let a failover or fencing race settle
+            if outcome is _Outcome.RETRY_LATER and attempt < MAX_ATTEMPTS:
+                time.sleep(min(0.1 * 2**attempt, 2.0))  # let a failover settle
         msg = (
             f"{key}: no transaction committed in {MAX_ATTEMPTS} attempts (see the warnings above); "
             "the task fails so that Spark retries it; if it keeps failing, check the cluster"
@@ -219,14 +238,13 @@ class KafkaSink:
         key: BatchKey,
         records: list[OutboundRecord],
         attempt: int,
-    ) -> bool:
+    ) -> _Outcome:
         try:
             self._transact(producer, key, records)
             producer.remember_marker(key.batch_time)
-            return True
+            return _Outcome.COMMITTED
         except KafkaException as exc:
-            self._recover(producer, key, exc.args[0], attempt)
-            return False
+            return self._recover(producer, key, exc.args[0], attempt)
         except BaseException:
             discard_producer(producer)  # a cached producer must never stay inside a transaction
             raise
@@ -258,20 +276,30 @@ class KafkaSink:
 
     def _recover(
         self, producer: TransactionalProducer, key: BatchKey, error: Any, attempt: int
-    ) -> None:
-        """After a failed transaction: abort it if Kafka allows, else discard the producer."""
+    ) -> _Outcome:
+        """After a failed transaction: abort it if Kafka allows, else discard the producer.
+
+        Fencing means that a newer producer of the same id exists (in local mode, most often
+        this task's previous run on the other Python worker): a new producer may try again at
+        once. Other errors may come from a failover, which needs a moment to settle.
+        """
         name = error.name()
         if error.txn_requires_abort() and not error.fatal():
             _LOG.warning("%s attempt %d: abortable error %s; aborting", key, attempt, name)
             try:
                 producer.producer.abort_transaction(self.transaction_timeout_ms / 1000)
-                return
+                return _Outcome.RETRY_LATER
             except KafkaException as exc:
                 _LOG.warning("%s: abort failed (%s); re-creating the producer", key, exc.args[0])
+        elif error.code() in _FENCING_ERRORS:
+            _LOG.info("%s attempt %d: fenced by a newer producer; re-creating it", key, attempt)
+            discard_producer(producer)
+            return _Outcome.RETRY_NOW
         else:
-            why = f"fatal, fencing or ambiguous error {name} ({error.str()})"
+            why = f"fatal or ambiguous error {name} ({error.str()})"
             _LOG.warning("%s attempt %d: %s; re-creating the producer", key, attempt, why)
         discard_producer(producer)
+        return _Outcome.RETRY_LATER
 
 
 def encode_key(key: Any) -> bytes | None:

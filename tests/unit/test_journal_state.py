@@ -15,6 +15,7 @@ from service.journal.records import (
     PlannedRecord,
     SnapshotRecord,
 )
+from service.recovery import first_new_batch_time
 
 
 def planned(t: int, *ranges: tuple[str, int, int, int], epoch: int = 1) -> PlannedRecord:
@@ -188,3 +189,20 @@ def test_compact_keeps_the_last_batch_of_a_partition_that_left_the_plan() -> Non
 def test_compact_is_idempotent() -> None:
     once = compact([*steady_journal(), EpochRecord(2, 9, "b")])
     assert compact(once) == once
+
+
+def test_fresh_start_waits_for_the_next_interval() -> None:
+    state = JournalState.from_records([])
+    assert first_new_batch_time(state, 1000, clock_ms=12_300) == 13_000
+    assert first_new_batch_time(state, 1000, clock_ms=12_000) == 12_000
+
+
+def test_restart_takes_the_interval_that_ended_last_at_once() -> None:
+    state = JournalState.from_records([planned(9_000, ("t", 0, 0, 5)), completed(9_000)])
+    # Down from 9.0 s to 18.4 s: batch 18,000 is due now; 19,000 would idle for 0.6 s.
+    assert first_new_batch_time(state, 1000, clock_ms=18_400) == 18_000
+
+
+def test_restart_never_reuses_a_planned_batch_time() -> None:
+    state = JournalState.from_records([planned(18_000, ("t", 0, 0, 5))])
+    assert first_new_batch_time(state, 1000, clock_ms=18_400) == 19_000
