@@ -26,6 +26,10 @@ from connectors.offsets import OffsetRange
 from service.errors import ConfigError, DataLoss
 
 logger = logging.getLogger(__name__)
+# A watermark request normally takes milliseconds. One sent to a leader that has just died waits
+# out its whole timeout, and the planner would hold up the batch for it; a partition that does not
+# answer in time is skipped for one batch (nothing is lost: the next batch takes its records).
+WATERMARK_TIMEOUT_S = 2.0
 
 TopicPartition = tuple[str, int]
 """`(topic, partition)`: the key of all per-partition state here."""
@@ -459,7 +463,13 @@ class ConfluentMetadata:
     about a millisecond per partition on a local broker.
     """
 
-    def __init__(self, conf: Mapping[str, Any], *, timeout_s: float = 10.0) -> None:
+    def __init__(
+        self,
+        conf: Mapping[str, Any],
+        *,
+        timeout_s: float = 10.0,
+        watermark_timeout_s: float = WATERMARK_TIMEOUT_S,
+    ) -> None:
         from confluent_kafka import Consumer
 
         # confluent-kafka refuses a Consumer without group.id; without a configured group, a
@@ -468,6 +478,7 @@ class ConfluentMetadata:
         merged = {"group.id": "dstreams-metadata", **conf, **_METADATA_FORCED}
         self._consumer: Any = Consumer(merged)
         self._timeout_s = timeout_s
+        self._watermark_timeout_s = watermark_timeout_s
         self._last_topics: dict[str, Any] | None = None
 
     def close(self) -> None:
@@ -522,7 +533,7 @@ class ConfluentMetadata:
 
         try:
             marks = self._consumer.get_watermark_offsets(
-                TopicPartition(tp[0], tp[1]), timeout=self._timeout_s, cached=False
+                TopicPartition(tp[0], tp[1]), timeout=self._watermark_timeout_s, cached=False
             )
         except KafkaException as exc:
             if not _transient(exc.args[0]):
@@ -560,17 +571,27 @@ class ConfluentMetadata:
 
 
 def _transient(error: Any) -> bool:
-    """A Kafka error worth waiting out. librdkafka does not flag its local "cannot reach the
-    cluster now" errors retriable (a timeout, a broken connection, every broker down, as while
-    brokers fail over or restart), but they pass like those it does flag."""
+    """A Kafka error worth waiting out: all but the fatal ones and those no wait can cure.
+
+    While brokers fail over or restart, librdkafka reports many local errors that it does not
+    flag retriable (a timeout, a broken connection, every broker down, an "unknown partition"
+    whose leader its metadata lost, a broker handle destroyed as the cluster's membership
+    changes); they pass. A planner that skips a partition for one batch loses nothing: the next
+    batch takes its records. Authentication and authorization failures and bad arguments do not
+    pass, and stop the service with the error.
+    """
     from confluent_kafka import KafkaError
 
-    unreachable = {
-        KafkaError._TIMED_OUT,  # noqa: SLF001 - librdkafka's public local error codes
-        KafkaError._TRANSPORT,  # noqa: SLF001
-        KafkaError._ALL_BROKERS_DOWN,  # noqa: SLF001
+    permanent = {
+        KafkaError._AUTHENTICATION,  # noqa: SLF001 - librdkafka's public local error codes
+        KafkaError._INVALID_ARG,  # noqa: SLF001
+        KafkaError._SSL,  # noqa: SLF001
+        KafkaError.SASL_AUTHENTICATION_FAILED,
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+        KafkaError.GROUP_AUTHORIZATION_FAILED,
     }
-    return bool(error.retriable()) or error.code() in unreachable
+    return not error.fatal() and error.code() not in permanent
 
 
 def _offset_or_none(result: Any) -> int | None:

@@ -54,7 +54,11 @@ class Observer:
     def create(cls, settings: Any) -> Observer:
         logs.configure_logging(settings.logging.format, settings.logging.level, settings.app_id)
         metrics = Metrics()
-        board = StatusBoard(settings.app_id, settings.batch_interval_ms)
+        board = StatusBoard(
+            settings.app_id,
+            settings.batch_interval_ms,
+            wedged_after_s=settings.http.unhealthy_after_s,
+        )
         rate = None
         bp = settings.backpressure
         maxima = {name: s.max_rate_per_partition for name, s in settings.sources.items()}

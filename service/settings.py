@@ -30,6 +30,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from service.paths import shipped_config_file
 from service.settings_errors import InvalidConfig, problems_of
 from service.settings_sources import deep_merge, read_env, read_yaml
 from service.settings_types import (
@@ -71,7 +72,7 @@ __all__ = [
     "load_settings",
 ]
 
-DEFAULTS_FILE = Path(__file__).resolve().parent.parent / "config" / "defaults.yaml"
+DEFAULTS_FILE = shipped_config_file("defaults.yaml")
 
 
 class _Model(BaseModel):
@@ -310,6 +311,9 @@ class HttpSettings(_Model):
     host: str = "0.0.0.0"  # noqa: S104
     port: int = Field(default=8080, ge=0, le=65535)
     """0 picks a free port (tests)."""
+    unhealthy_after_s: float | None = Field(default=None, gt=0)
+    """`/healthz` fails once no batch has started or finished for this long (a stuck batch, a
+    stalled cluster). Default: 30 s or ten batch intervals, whichever is longer."""
 
 
 class LoggingSettings(_Model):

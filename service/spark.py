@@ -6,11 +6,12 @@ import os
 import re
 import sys
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
+from service.paths import shipped_config_file
+
 HASH_SEED = "0"
-LOG4J2_FILE = Path(__file__).resolve().parent.parent / "config" / "log4j2.properties"
+LOG4J2_FILE = shipped_config_file("log4j2.properties")
 
 # Settings every dstreams job needs; user settings may add to these but not weaken determinism.
 BASE_CONF: dict[str, str] = {

@@ -43,7 +43,8 @@ class ServiceProcess:
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
-        self.config = {**config, "http": {"host": "127.0.0.1", "port": self.port}}
+        http = {**config.get("http", {}), "host": "127.0.0.1", "port": self.port}
+        self.config = {**config, "http": http}
         self.config.setdefault("logging", {"format": "json", "level": "INFO"})
         self.env = dict(env or {})
         self.name = name

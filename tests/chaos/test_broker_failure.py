@@ -47,7 +47,8 @@ def test_broker_failures_stall_then_resume_exactly(
     lines = make_lines(51, LINES)
     producer = InputProducer(app.bootstrap, app.input_topic)
     producer.send([line.encode() for line in lines[: LINES // 2]])
-    driver = app.service()
+    # Stalled for 10 s is unhealthy here (30 s by default), so the test need not wait longer.
+    driver = app.service(http={"unhealthy_after_s": 10})
     driver.start()
     app.wait_completed(driver)
 

@@ -9,7 +9,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pytest
+from confluent_kafka import KafkaError
 
+import connectors.planner as planner_module
 from connectors.offsets import OffsetRange
 from connectors.planner import (
     OffsetPlanner,
@@ -405,3 +407,29 @@ def test_split_covers_exactly_the_input_and_reaches_the_minimum(min_partitions: 
     assert covered(pieces) == covered(ranges)
     assert len(pieces) >= min(min_partitions, sum(r.count for r in ranges))
     assert pieces == split_ranges(list(reversed(ranges)), min_partitions)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        KafkaError._TIMED_OUT,
+        KafkaError._ALL_BROKERS_DOWN,
+        KafkaError._UNKNOWN_PARTITION,
+        KafkaError._DESTROY_BROKER,
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+    ],
+)
+def test_failover_errors_are_waited_out(code: int) -> None:
+    assert planner_module._transient(KafkaError(code))
+
+
+@pytest.mark.parametrize(
+    "code",
+    [KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError._AUTHENTICATION, KafkaError._INVALID_ARG],
+)
+def test_errors_no_wait_can_cure_stop_the_planner(code: int) -> None:
+    assert not planner_module._transient(KafkaError(code))
+
+
+def test_fatal_errors_stop_the_planner() -> None:
+    assert not planner_module._transient(KafkaError(KafkaError._FATAL, fatal=True))
