@@ -8,7 +8,7 @@ vocabulary, 4 partitions) on the local broker in the same run:
 - dstreams word count: the example job with the full batch lifecycle, batches run back to back
   (as the scheduler does when it is behind), so the figure is steady-state capacity.
 
-Before the measured passes, a word count over a separate 600,000-line topic warms Spark up (JVM
+Before the measured passes, a word count over a separate 1,000,000-line topic warms Spark up (JVM
 compilation, Python workers, Kafka clients), as a long-running service is warm.
 
 Prints records/s of each, the ratio to the baseline, and per-batch processing time p50/p99.
@@ -44,7 +44,7 @@ INTERVAL_MS = 1000
 # 200,000 lines is the largest batch whose processing still fits the 1 s interval on a 2-core
 # machine, i.e. the service's capacity; 100,000 shows what a half-size batch costs.
 BATCH_LINES = (100_000, 200_000)
-WARM_UP_LINES = 600_000
+WARM_UP_LINES = 1_000_000
 
 
 def zipf_vocabulary(rng: random.Random) -> tuple[list[str], list[float]]:
