@@ -25,6 +25,7 @@ How it stays correct:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -55,6 +56,8 @@ TRANSACTION_TIMEOUT_MS = 30_000
 MAX_MESSAGE_BYTES = 8 << 20
 # Room for the record batch header, key and headers around a value within that limit.
 _BATCH_OVERHEAD_BYTES = 4 << 10
+# One watermark request; a request sent to a leader that has just died waits out its timeout.
+_TRY_TIMEOUT_S = 2.0
 
 
 def transactional_id(app_id: str) -> str:
@@ -291,23 +294,38 @@ class KafkaJournal:
 
     def _read_from_last_snapshot(self) -> list[tuple[int, AnyRecord]]:
         """The records from the newest snapshot (inclusive) to the end, with their offsets."""
-        from confluent_kafka import KafkaException, TopicPartition
-
         consumer = self._consumer()
         try:
-            tp = TopicPartition(self.topic, PARTITION)
-            try:
-                low, high = consumer.get_watermark_offsets(tp, timeout=self.timeout_s)
-            except KafkaException as exc:
-                msg = (
-                    f"cannot read the end offsets of journal topic {self.topic!r}: "
-                    f"{exc.args[0].str()}; expected the topic to exist and its leader to "
-                    "answer. Check the topic name and the brokers."
-                )
-                raise JournalError(msg) from exc
+            low, high = self._end_offsets(consumer)
             return self._scan_backwards(consumer, low, high)
         finally:
             consumer.close()
+
+    def _end_offsets(self, consumer: Any) -> tuple[int, int]:
+        """The journal partition's `(low, high)`; retriable errors (a leader just elected, its
+        high watermark not caught up yet) are waited out until `timeout_s`."""
+        from confluent_kafka import KafkaException, TopicPartition
+
+        tp = TopicPartition(self.topic, PARTITION)
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                low, high = consumer.get_watermark_offsets(
+                    tp, timeout=min(_TRY_TIMEOUT_S, self._remaining(deadline)), cached=False
+                )
+                return int(low), int(high)
+            except KafkaException as exc:
+                error = exc.args[0]
+                if error.fatal() or time.monotonic() >= deadline:
+                    msg = (
+                        f"cannot read the end offsets of journal topic {self.topic!r}: "
+                        f"{error.str()}; expected the topic to exist and its leader to "
+                        "answer. Check the topic name and the brokers."
+                    )
+                    raise JournalError(msg) from exc
+                with contextlib.suppress(KafkaException):  # fresh metadata names a new leader
+                    consumer.list_topics(self.topic, timeout=_TRY_TIMEOUT_S)
+                time.sleep(0.1)
 
     def _scan_backwards(self, consumer: Any, low: int, high: int) -> list[tuple[int, AnyRecord]]:
         # Each append costs 2 offsets (record + commit marker) and a snapshot is due every

@@ -34,7 +34,14 @@ from typing import Any
 
 import psycopg
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
@@ -463,11 +470,25 @@ def _partitions(consumer: Consumer, topic: str) -> list[int]:
     return sorted(metadata.partitions)
 
 
+# Right after a broker restart a leader may answer OFFSET_NOT_AVAILABLE ("high watermark is not
+# caught up") or NOT_LEADER for a while; the verifier waits that out like a client would.
+WATERMARK_WAIT_S = 60.0
+
+
 def _watermarks(consumer: Consumer, topic: str, partition: int) -> tuple[int, int]:
-    low, high = consumer.get_watermark_offsets(
-        TopicPartition(topic, partition), timeout=30, cached=False
-    )
-    return int(low), int(high)
+    deadline = time.monotonic() + WATERMARK_WAIT_S
+    while True:
+        try:
+            low, high = consumer.get_watermark_offsets(
+                TopicPartition(topic, partition), timeout=10, cached=False
+            )
+            return int(low), int(high)
+        except KafkaException as exc:
+            error = exc.args[0]
+            if error.fatal() or time.monotonic() > deadline:
+                raise
+            consumer.list_topics(topic, timeout=10)  # fresh metadata names the new leader
+            time.sleep(0.5)
 
 
 def read_topic(bootstrap: str, topic: str, isolation: str = "read_committed") -> list[Any]:
