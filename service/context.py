@@ -166,6 +166,17 @@ class StreamingContext:
         }
         return json.dumps(graph, sort_keys=True, default=str)
 
+    def attach_spark(self, sc: Any) -> None:
+        """Gives the built graph the SparkContext its batches run on.
+
+        Until then `sc` is None: jobs build graphs without Spark, and use Spark only inside
+        the functions they pass to operators (`transform` gets each batch's RDD).
+        """
+        from service.counters import CountersParam
+
+        self.sc = sc
+        self.input_counters = sc.accumulator({}, CountersParam())
+
     def close(self) -> None:
         """Closes the driver-side Kafka clients the sources opened."""
         while self._closeables:

@@ -127,10 +127,9 @@ class DStream:
 
     def count(self) -> DStream:
         """A stream of one element per batch: the number of rows in it (0 for an empty batch)."""
-        sc = self.ctx.sc
 
         def count_rdd(rdd: RDD) -> RDD:
-            zero = sc.parallelize([(None, 0)], 1)
+            zero = rdd.context.parallelize([(None, 0)], 1)
             per_partition = rdd.mapPartitions(functions.count_iterator)
             return per_partition.union(zero).reduceByKey(functions.add, 1).map(functions.second)
 

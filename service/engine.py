@@ -10,6 +10,7 @@ import importlib
 import logging
 import signal
 import socket
+import time
 from collections.abc import Callable
 from types import FrameType
 from typing import Any
@@ -18,7 +19,7 @@ from connectors.offsets import OffsetRange
 from service.context import StreamingContext
 from service.errors import ConfigError, FencedOut
 from service.lifecycle import BatchLifecycle
-from service.recovery import JournalLog, recover
+from service.recovery import JournalLog, check_before_start, recover
 from service.scheduler import Scheduler
 from service.sources import KafkaInputDStream
 from service.spark import create_spark_context
@@ -27,6 +28,8 @@ log = logging.getLogger(__name__)
 EXIT_OK = 0
 EXIT_FENCED = 3
 EXIT_REFUSED = 4
+# The log line's prefix once Spark has started: refusals must come before it.
+SPARK_UP = "Spark started"
 
 Job = Callable[[StreamingContext], None]
 
@@ -46,12 +49,16 @@ def load_job(reference: str) -> Job:
     return job  # type: ignore[no-any-return] # checked callable above
 
 
-def build_context(settings: Any, sc: Any) -> StreamingContext:
-    """The job's graph, with sources and sinks made from `settings`."""
+def build_context(settings: Any, sc: Any = None) -> StreamingContext:
+    """The job's graph, with sources and sinks made from `settings`.
+
+    Spark is not needed to build it (`sc` may come later, through `attach_spark`), so a driver
+    can check the graph against its journal before paying for Spark's start.
+    """
     from service import wiring
 
     ctx = StreamingContext(
-        sc,
+        None,
         settings.app_id,
         settings.batch_interval_ms,
         settings.default_partitions,
@@ -59,20 +66,15 @@ def build_context(settings: Any, sc: Any) -> StreamingContext:
         source_factory=lambda c, name: wiring.make_kafka_source(settings, c, name),
     )
     ctx.dead_letters_enabled = settings.dead_letter.topic is not None
-    ctx.input_counters = sc.accumulator({}, _counters_param())
     load_job(settings.job)(ctx)
     if ctx.dead_letters_enabled:
         wiring.add_dead_letter_outputs(settings, ctx)
     if not ctx.outputs:
         msg = f"job {settings.job!r} declared no outputs; call stream.write(name) at least once"
         raise ConfigError(msg)
+    if sc is not None:
+        ctx.attach_spark(sc)
     return ctx
-
-
-def _counters_param() -> Any:
-    from service.counters import CountersParam
-
-    return CountersParam()
 
 
 class Service:
@@ -109,13 +111,24 @@ class Service:
         from service import wiring
 
         settings = self.settings
-        self.sc = create_spark_context(
-            f"dstreams-{settings.app_id}", settings.spark.master, settings.spark.spark_conf()
-        )
-        self.ctx = build_context(settings, self.sc)
+        self.ctx = build_context(settings)
         self.observer.lag_source = self.ctx.consumer_lag
         self.observer.dead_letter_topic = settings.dead_letter.topic
         journal = wiring.make_journal(settings)
+        # A damaged journal or a changed graph is refused now, in about a second, not after
+        # Spark has started; recovery checks again under the new epoch.
+        check_before_start(journal, self.ctx)
+        spark_started = time.monotonic()
+        self.sc = create_spark_context(
+            f"dstreams-{settings.app_id}", settings.spark.master, settings.spark.spark_conf()
+        )
+        log.info(
+            "%s (version %s, %.1fs)",
+            SPARK_UP,
+            self.sc.version,
+            time.monotonic() - spark_started,
+        )
+        self.ctx.attach_spark(self.sc)
         epoch = journal.open()
         self.observer.set_epoch(epoch)
         journal_log = JournalLog(

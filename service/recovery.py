@@ -1,5 +1,8 @@
 """Driver recovery: carry on from the journal after a crash, without loss or duplication.
 
+0. `check_before_start`: steps 2–3 once before Spark starts, so that a damaged journal or a
+   changed graph is refused in about a second; they run again under the new epoch, because
+   only what is read after fencing every older driver is final.
 1. `open_epoch`: take a new epoch in the journal; from now on an older driver's appends fail.
 2. `read_state`: fold the journal and check it (contiguous ranges, consistent re-plans).
 3. `check_graph`: the job's graph must be the one that planned the journaled batches.
@@ -88,6 +91,15 @@ def recover(
         seconds,
     )
     return RecoveryResult(epoch, replayed, next_time, seconds)
+
+
+def check_before_start(journal: Journal, ctx: StreamingContext) -> None:
+    """Steps 2–3 ahead of time, without an epoch: refuses a damaged journal or a changed graph
+    before the driver starts Spark. The journal may not exist yet (a first start)."""
+    started = time.monotonic()
+    state = read_state(journal)
+    check_graph(state, ctx)
+    log.info("journal and graph checked (%.2fs)", time.monotonic() - started)
 
 
 def read_state(journal: Journal) -> JournalState:

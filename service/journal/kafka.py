@@ -316,6 +316,8 @@ class KafkaJournal:
                 return int(low), int(high)
             except KafkaException as exc:
                 error = exc.args[0]
+                if not self._topic_exists(consumer):
+                    return 0, 0  # not created yet: a first start reads an empty journal
                 if error.fatal() or time.monotonic() >= deadline:
                     msg = (
                         f"cannot read the end offsets of journal topic {self.topic!r}: "
@@ -326,6 +328,15 @@ class KafkaJournal:
                 with contextlib.suppress(KafkaException):  # fresh metadata names a new leader
                     consumer.list_topics(self.topic, timeout=_TRY_TIMEOUT_S)
                 time.sleep(0.1)
+
+    def _topic_exists(self, consumer: Any) -> bool:
+        from confluent_kafka import KafkaException
+
+        try:
+            # All topics, not this one: naming a missing topic may make a broker create it.
+            return self.topic in consumer.list_topics(timeout=_TRY_TIMEOUT_S).topics
+        except KafkaException:
+            return True  # unknown: keep trying until the deadline
 
     def _scan_backwards(self, consumer: Any, low: int, high: int) -> list[tuple[int, AnyRecord]]:
         # Each append costs 2 offsets (record + commit marker) and a snapshot is due every

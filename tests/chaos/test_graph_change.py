@@ -2,15 +2,15 @@
 
 Replaying journaled batches through a different graph would write different data under the same
 (batch, partition) keys, so recovery compares the graph's fingerprint with the journal's and stops
-with `GraphChanged`, naming what changed. The two refused starts run side by side to save time;
-afterwards the original configuration must still recover and finish exactly.
+with `GraphChanged`, naming what changed, before it starts Spark. The two refused starts run side
+by side to save time; afterwards the original configuration must still recover and finish exactly.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from service.engine import EXIT_REFUSED
+from service.engine import EXIT_REFUSED, SPARK_UP
 from tests.chaos.conftest import ChaosApp, log_text, make_lines, produce, word_totals
 
 LINES = 8_000
@@ -43,6 +43,7 @@ def test_restart_with_changed_partitions_or_outputs_is_refused(chaos_app: ChaosA
         assert "GraphChanged: the job's graph changed since the journal was written" in log_text(
             refused
         ), refused.log_tail()
+        assert SPARK_UP not in log_text(refused), "the graph is checked before Spark starts"
     assert "(reduce_by_key) partitions 4 -> 3" in log_text(fewer_partitions)
     changes = log_text(other_outputs)
     for change in (

@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from service.engine import EXIT_REFUSED
+from service.engine import EXIT_REFUSED, SPARK_UP
 from service.faults import CRASH_EXIT_CODE
 from service.journal.file import encode_frame, scan_frames
 from service.journal.records import CompletedRecord, PlannedRecord
@@ -64,4 +64,5 @@ def test_torn_tail_is_tolerated_and_corrupt_middle_is_refused(chaos_app: ChaosAp
     assert "Traceback" not in refusal, "a refusal is a message, not a crash"
     assert f"journal {journal} is corrupt at byte {offset}" in refusal, refusal[-3000:]
     assert re.search(r"JournalCorrupt", refusal), "the error's type should be in the log"
+    assert SPARK_UP not in refusal, "the journal is checked before Spark starts"
     assert isinstance(record, PlannedRecord | CompletedRecord)

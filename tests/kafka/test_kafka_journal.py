@@ -65,6 +65,15 @@ def test_append_then_read_from_a_fresh_reader(make_journal: JournalFactory) -> N
     assert read[1:] == records
 
 
+def test_a_journal_not_yet_created_reads_empty_and_is_not_created_by_reading(
+    make_journal: JournalFactory, kafka_bootstrap: str
+) -> None:
+    journal = make_journal()
+    assert journal.read() == []
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    assert journal.topic not in admin.list_topics(timeout=10).topics
+
+
 def test_topic_is_created_with_one_partition_and_the_durability_settings(
     make_journal: JournalFactory, kafka_bootstrap: str
 ) -> None:
