@@ -20,6 +20,7 @@ process it starts is SIGKILLed (by PID) at teardown if still running.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import re
@@ -465,7 +466,12 @@ def _consumer(bootstrap: str, isolation: str) -> Consumer:
 
 
 def _partitions(consumer: Consumer, topic: str) -> list[int]:
+    deadline = time.monotonic() + WATERMARK_WAIT_S
     metadata = consumer.list_topics(topic, timeout=30).topics[topic]
+    while metadata.error is not None and metadata.error.retriable():
+        assert time.monotonic() < deadline, f"topic {topic}: {metadata.error}"
+        time.sleep(0.5)
+        metadata = consumer.list_topics(topic, timeout=30).topics[topic]
     assert metadata.error is None, f"topic {topic}: {metadata.error}"
     return sorted(metadata.partitions)
 
@@ -487,7 +493,8 @@ def _watermarks(consumer: Consumer, topic: str, partition: int) -> tuple[int, in
             error = exc.args[0]
             if error.fatal() or time.monotonic() > deadline:
                 raise
-            consumer.list_topics(topic, timeout=10)  # fresh metadata names the new leader
+            with contextlib.suppress(KafkaException):  # fresh metadata names the new leader
+                consumer.list_topics(topic, timeout=10)
             time.sleep(0.5)
 
 
@@ -514,9 +521,10 @@ def read_topic(bootstrap: str, topic: str, isolation: str = "read_committed") ->
                     pending.discard(message.partition())
             elif error.code() == KafkaError._PARTITION_EOF:  # noqa: SLF001 - public error code
                 pending.discard(message.partition())
-            else:
+            elif error.fatal():
                 msg = f"reading {topic}: {error}"
                 raise AssertionError(msg)
+            # Other errors are reports (a broker going away); the consumer carries on by itself.
         return records
     finally:
         consumer.close()
