@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -60,6 +61,22 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         tier = _TIER_OF_FOLDER.get(folder)
         if tier is not None:
             item.add_marker(getattr(pytest.mark, tier))
+
+
+_SECONDS_BY_TIER: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Adds up setup, call and teardown time per tier, for the summary below."""
+    tier = _TIER_OF_FOLDER.get(Path(report.fspath).parent.name, "other")
+    _SECONDS_BY_TIER[tier] = _SECONDS_BY_TIER.get(tier, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """One line of time per tier: the chaos tier's budget is watched from CI's output."""
+    if _SECONDS_BY_TIER:
+        spent = ", ".join(f"{tier} {seconds:.0f}s" for tier, seconds in _SECONDS_BY_TIER.items())
+        terminalreporter.write_line(f"time per tier: {spent}")
 
 
 # --- Kafka (see service/dev/kafka_cluster.py) -------------------------------------------------
