@@ -12,7 +12,7 @@ Before the measured passes, a word count over a separate 1,000,000-line topic wa
 compilation, Python workers, Kafka clients), as a long-running service is warm.
 
 Prints records/s of each, the ratio to the baseline, and per-batch processing time p50/p99.
-Usage: python bench/wordcount_bench.py [--lines N]
+Usage: python bench/wordcount_bench.py [--lines N] [--batch-lines 100000,200000,...]
 """
 
 from __future__ import annotations
@@ -42,8 +42,10 @@ WORDS_PER_LINE = 8
 VOCABULARY_SIZE = 10_000
 INTERVAL_MS = 1000
 # Batch sizes tried (the source's rate limit times the interval). The headline is the ratio at
-# the largest one whose p99 fits the interval; on a 2-core machine that has been 200,000 lines.
-BATCH_LINES = (100_000, 200_000, 300_000)
+# the largest one whose p99 fits the interval over at least MIN_STEADY_BATCHES batches after the
+# first; with 1,000,000 lines that is 200,000 (larger ones need --lines to match).
+BATCH_LINES = (100_000, 200_000)
+MIN_STEADY_BATCHES = 4
 WARM_UP_LINES = 1_000_000
 
 
@@ -213,7 +215,8 @@ def main() -> int:
             same = word_count[2] == expected
             print(f"word totals equal the baseline's: {same}", flush=True)
             exact = exact and same
-            if percentile(word_count[1][1:], 0.99) <= INTERVAL_MS / 1000:
+            steady = word_count[1][1:]
+            if len(steady) >= MIN_STEADY_BATCHES and max(steady) <= INTERVAL_MS / 1000:
                 fitting[n] = word_count[0] / base_rate
         sc.stop()
     report_capacity(fitting)
@@ -221,15 +224,19 @@ def main() -> int:
 
 
 def report_capacity(ratio_by_batch_lines: dict[int, float]) -> None:
-    """The headline: the ratio at the largest batch the service keeps up with (p99 within the
-    interval), as a streaming system's capacity is its throughput at a sustainable batch size."""
+    """The headline: the ratio at the largest batch the service keeps up with (every batch after
+    the first within the interval), as a streaming system's capacity is its throughput at a
+    sustainable batch size."""
     if not ratio_by_batch_lines:
-        print(f"capacity: no batch size tried kept p99 within the {INTERVAL_MS} ms interval")
+        print(
+            f"capacity: no batch size tried kept {MIN_STEADY_BATCHES}+ batches within the "
+            f"{INTERVAL_MS} ms interval"
+        )
         return
     lines = max(ratio_by_batch_lines)
     print(
         f"capacity ratio: {ratio_by_batch_lines[lines]:.2f} at {lines:,}-line batches "
-        f"(the largest tried whose p99 fits the {INTERVAL_MS} ms interval)"
+        f"(the largest tried whose every steady batch fits the {INTERVAL_MS} ms interval)"
     )
 
 
