@@ -42,8 +42,8 @@ WORDS_PER_LINE = 8
 VOCABULARY_SIZE = 10_000
 INTERVAL_MS = 1000
 # Batch sizes tried (the source's rate limit times the interval). The headline is the ratio at
-# the largest one whose p99 fits the interval over at least MIN_STEADY_BATCHES batches after the
-# first; with 1,000,000 lines that is 200,000 (larger ones need --lines to match).
+# the largest one all of whose batches after the first (at least MIN_STEADY_BATCHES) fit the
+# interval; with 1,000,000 lines that is 200,000 (larger ones need --lines to match).
 BATCH_LINES = (100_000, 200_000)
 MIN_STEADY_BATCHES = 4
 WARM_UP_LINES = 1_000_000

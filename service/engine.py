@@ -49,11 +49,11 @@ def load_job(reference: str) -> Job:
     return job  # type: ignore[no-any-return] # checked callable above
 
 
-def build_context(settings: Any, sc: Any = None) -> StreamingContext:
+def build_context(settings: Any) -> StreamingContext:
     """The job's graph, with sources and sinks made from `settings`.
 
-    Spark is not needed to build it (`sc` may come later, through `attach_spark`), so a driver
-    can check the graph against its journal before paying for Spark's start.
+    Spark is not needed to build it (it comes later, through `attach_spark`), so a driver can
+    check the graph against its journal before paying for Spark's start.
     """
     from service import wiring
 
@@ -72,8 +72,6 @@ def build_context(settings: Any, sc: Any = None) -> StreamingContext:
     if not ctx.outputs:
         msg = f"job {settings.job!r} declared no outputs; call stream.write(name) at least once"
         raise ConfigError(msg)
-    if sc is not None:
-        ctx.attach_spark(sc)
     return ctx
 
 

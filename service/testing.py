@@ -88,3 +88,16 @@ def produce_lines(
         msg = f"could not deliver the test lines to {topic} within 30 s"
         raise RuntimeError(msg)
     return lines
+
+
+def group_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
+    """The offsets consumer group `group` has committed on `topic`, by partition (negative where
+    none): what lag tools read, and the service commits after each completed batch."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    wanted = [TopicPartition(topic, p) for p in range(partitions)]
+    request = ConsumerGroupTopicPartitions(group, wanted)
+    result = admin.list_consumer_group_offsets([request])[group].result(timeout=30)
+    return {tp.partition: int(tp.offset) for tp in result.topic_partitions}

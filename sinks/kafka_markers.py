@@ -32,6 +32,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import ConfigResource, NewPartitions, NewTopic, ResourceType
 
+from connectors.watermarks import end_offsets
 from service.errors import ConfigError, SinkError
 
 MARKER_TOPIC_CONFIG = {"cleanup.policy": "compact"}
@@ -43,8 +44,6 @@ _FIRST_WINDOW = 16
 # A marker read (one ListOffsets, one or two fetches) takes ~25 ms here; the limit must stay under
 # Spark's patience for a task. A broker slower than this is unavailable, and the task is retried.
 READ_TIMEOUT_S = 30.0
-# One try at a request that a failover can strand (sent to a leader that has just died).
-_TRY_TIMEOUT_S = 2.0
 # Finding the transaction coordinator and fencing an older producer takes 0.1-1 s here; a
 # coordinator slower than this is unavailable. Metadata and admin requests share the limit.
 INIT_TIMEOUT_S = 30.0
@@ -169,32 +168,12 @@ class MarkerReader:
                 time.sleep(0.002)
 
     def _end_offsets(self, tp: Any) -> tuple[int, int]:
-        """`(low, last stable offset)`; errors are retried until `READ_TIMEOUT_S` (failovers).
-
-        Each try is short and followed by a metadata refresh: a request sent to a leader that has
-        just died waits out its whole timeout, and only fresh metadata names the new leader.
-        """
-        deadline = time.monotonic() + READ_TIMEOUT_S
-        while True:
-            remaining = deadline - time.monotonic()
-            try:
-                # With read_committed the high mark is the last stable offset.
-                low, stable = self.consumer.get_watermark_offsets(
-                    tp, timeout=max(0.1, min(_TRY_TIMEOUT_S, remaining)), cached=False
-                )
-                return int(low), int(stable)
-            except KafkaException as exc:
-                if remaining <= 0:
-                    msg = f"could not find the end of {_name(tp)}: {exc.args[0]}; retry the task"
-                    raise SinkError(msg) from exc
-                self._refresh_metadata(tp.topic)
-                time.sleep(0.1)
-
-    def _refresh_metadata(self, topic: str) -> None:
+        """`(low, last stable offset)`; failovers are waited out until `READ_TIMEOUT_S`."""
         try:
-            self.consumer.list_topics(topic, timeout=_TRY_TIMEOUT_S)
-        except KafkaException as exc:  # the next try will tell
-            _LOG.debug("refreshing the metadata of %s failed: %s", topic, exc.args[0])
+            return end_offsets(self.consumer, tp, time.monotonic() + READ_TIMEOUT_S)
+        except KafkaException as exc:
+            msg = f"could not find the end of {_name(tp)}: {exc.args[0]}; retry the task"
+            raise SinkError(msg) from exc
 
     def _read_tails(self, topic: str, starts: dict[int, int]) -> dict[int, Any]:
         """The last committed record of each partition in `[start, end)`, or None, by partition."""

@@ -25,7 +25,6 @@ How it stays correct:
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import socket
@@ -56,8 +55,6 @@ TRANSACTION_TIMEOUT_MS = 30_000
 MAX_MESSAGE_BYTES = 8 << 20
 # Room for the record batch header, key and headers around a value within that limit.
 _BATCH_OVERHEAD_BYTES = 4 << 10
-# One watermark request; a request sent to a leader that has just died waits out its timeout.
-_TRY_TIMEOUT_S = 2.0
 
 
 def transactional_id(app_id: str) -> str:
@@ -302,41 +299,39 @@ class KafkaJournal:
             consumer.close()
 
     def _end_offsets(self, consumer: Any) -> tuple[int, int]:
-        """The journal partition's `(low, high)`; retriable errors (a leader just elected, its
-        high watermark not caught up yet) are waited out until `timeout_s`."""
+        """The journal partition's `(low, high)`, `(0, 0)` while the topic does not exist (a
+        first start); failovers are waited out until `timeout_s`."""
         from confluent_kafka import KafkaException, TopicPartition
 
-        tp = TopicPartition(self.topic, PARTITION)
-        deadline = time.monotonic() + self.timeout_s
-        while True:
-            try:
-                low, high = consumer.get_watermark_offsets(
-                    tp, timeout=min(_TRY_TIMEOUT_S, self._remaining(deadline)), cached=False
-                )
-                return int(low), int(high)
-            except KafkaException as exc:
-                error = exc.args[0]
-                if not self._topic_exists(consumer):
-                    return 0, 0  # not created yet: a first start reads an empty journal
-                if error.fatal() or time.monotonic() >= deadline:
-                    msg = (
-                        f"cannot read the end offsets of journal topic {self.topic!r}: "
-                        f"{error.str()}; expected the topic to exist and its leader to "
-                        "answer. Check the topic name and the brokers."
-                    )
-                    raise JournalError(msg) from exc
-                with contextlib.suppress(KafkaException):  # fresh metadata names a new leader
-                    consumer.list_topics(self.topic, timeout=_TRY_TIMEOUT_S)
-                time.sleep(0.1)
+        from connectors.watermarks import end_offsets
 
-    def _topic_exists(self, consumer: Any) -> bool:
+        def give_up(error: Any) -> bool:
+            return bool(error.fatal()) or self._missing(consumer)
+
+        deadline = time.monotonic() + self.timeout_s
+        try:
+            return end_offsets(consumer, TopicPartition(self.topic, PARTITION), deadline, give_up)
+        except KafkaException as exc:
+            if self._missing(consumer):
+                return 0, 0
+            msg = (
+                f"cannot read the end offsets of journal topic {self.topic!r}: "
+                f"{exc.args[0].str()}; expected the topic to exist and its leader to "
+                "answer. Check the topic name and the brokers."
+            )
+            raise JournalError(msg) from exc
+
+    def _missing(self, consumer: Any) -> bool:
+        """Whether the topic surely does not exist (False when the brokers do not answer)."""
         from confluent_kafka import KafkaException
+
+        from connectors.watermarks import TRY_TIMEOUT_S
 
         try:
             # All topics, not this one: naming a missing topic may make a broker create it.
-            return self.topic in consumer.list_topics(timeout=_TRY_TIMEOUT_S).topics
+            return self.topic not in consumer.list_topics(timeout=TRY_TIMEOUT_S).topics
         except KafkaException:
-            return True  # unknown: keep trying until the deadline
+            return False
 
     def _scan_backwards(self, consumer: Any, low: int, high: int) -> list[tuple[int, AnyRecord]]:
         # Each append costs 2 offsets (record + commit marker) and a snapshot is due every

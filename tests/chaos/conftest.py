@@ -20,7 +20,6 @@ process it starts is SIGKILLed (by PID) at teardown if still running.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import random
 import re
@@ -39,13 +38,13 @@ from confluent_kafka import (
     OFFSET_BEGINNING,
     Consumer,
     KafkaError,
-    KafkaException,
     Producer,
     TopicPartition,
 )
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
+from connectors.watermarks import end_offsets
 from service.dev.brokers import create_topic
 from service.dev.service_process import ServiceProcess
 from service.functions import words_of
@@ -465,6 +464,11 @@ def _consumer(bootstrap: str, isolation: str) -> Consumer:
     )
 
 
+# Right after a broker restart a leader may answer OFFSET_NOT_AVAILABLE ("high watermark is not
+# caught up") or NOT_LEADER for a while; the verifier waits that out like a client would.
+WATERMARK_WAIT_S = 60.0
+
+
 def _partitions(consumer: Consumer, topic: str) -> list[int]:
     deadline = time.monotonic() + WATERMARK_WAIT_S
     metadata = consumer.list_topics(topic, timeout=30).topics[topic]
@@ -476,26 +480,9 @@ def _partitions(consumer: Consumer, topic: str) -> list[int]:
     return sorted(metadata.partitions)
 
 
-# Right after a broker restart a leader may answer OFFSET_NOT_AVAILABLE ("high watermark is not
-# caught up") or NOT_LEADER for a while; the verifier waits that out like a client would.
-WATERMARK_WAIT_S = 60.0
-
-
 def _watermarks(consumer: Consumer, topic: str, partition: int) -> tuple[int, int]:
     deadline = time.monotonic() + WATERMARK_WAIT_S
-    while True:
-        try:
-            low, high = consumer.get_watermark_offsets(
-                TopicPartition(topic, partition), timeout=10, cached=False
-            )
-            return int(low), int(high)
-        except KafkaException as exc:
-            error = exc.args[0]
-            if error.fatal() or time.monotonic() > deadline:
-                raise
-            with contextlib.suppress(KafkaException):  # fresh metadata names the new leader
-                consumer.list_topics(topic, timeout=10)
-            time.sleep(0.5)
+    return end_offsets(consumer, TopicPartition(topic, partition), deadline)
 
 
 def read_topic(bootstrap: str, topic: str, isolation: str = "read_committed") -> list[Any]:

@@ -10,6 +10,7 @@ from confluent_kafka import Producer
 from service.dev.service_process import ServiceProcess
 from service.journal.base import JournalState
 from service.journal.file import FileJournal
+from service.testing import group_offsets
 from sinks.files import FileSink
 
 LINES = 300
@@ -58,14 +59,4 @@ def test_sigterm_mid_batch_completes_that_batch_and_exits_zero(
     assert len(written) == LINES
     assert sorted(written) == sorted(f"line {i}" for i in range(LINES))
     # Lag tools read the group's committed offsets; the group is the app id by default.
-    assert committed_offset(kafka_bootstrap, config["app_id"], topic) == LINES
-
-
-def committed_offset(bootstrap: str, group: str, topic: str) -> int:
-    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
-    from confluent_kafka.admin import AdminClient
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, 0)])
-    result = admin.list_consumer_group_offsets([request])[group].result(timeout=30)
-    return int(result.topic_partitions[0].offset)
+    assert group_offsets(kafka_bootstrap, config["app_id"], topic, 1) == {0: LINES}

@@ -7,33 +7,24 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import (
-    Consumer,
-    ConsumerGroupTopicPartitions,
-    Producer,
-    TopicPartition,
-)
-from confluent_kafka.admin import AdminClient
-
 from service.dev.service_process import ServiceProcess
 from service.journal.base import JournalState
 from service.journal.kafka import KafkaJournal
 from service.journal.records import EpochRecord
+from service.testing import group_offsets, produce_lines
 from sinks.files import FileSink
 
-LINES = 2_000
+PARTITIONS = 2
+LINES_PER_PARTITION = 1_000
 
 
 def test_service_recovers_from_a_kafka_journal(
     kafka_bootstrap: str, make_topic: Any, unique_name: str, tmp_path: Path
 ) -> None:
-    topic = make_topic(kafka_bootstrap, unique_name, partitions=2)
-    lines = [f"alpha beta w{i % 7} w{i % 11}" for i in range(LINES)]
-    producer = Producer({"bootstrap.servers": kafka_bootstrap})
-    for line in lines:
-        producer.produce(topic, line.encode())
-    assert producer.flush(30) == 0
-    ends = end_offsets(kafka_bootstrap, topic)
+    topic = make_topic(kafka_bootstrap, unique_name, partitions=PARTITIONS)
+    vocabulary = [f"w{i}" for i in range(20)]
+    lines = produce_lines(kafka_bootstrap, topic, PARTITIONS, LINES_PER_PARTITION, vocabulary, 7)
+    ends = {p: LINES_PER_PARTITION for p in range(PARTITIONS)}
     app_id = unique_name.replace("_", "-")[:40]
     journal_topic = f"{unique_name}_journal"
     config = {
@@ -60,7 +51,8 @@ def test_service_recovers_from_a_kafka_journal(
         service.start()
         service.wait_for(
             lambda s: (
-                s.get("epoch") == 2 and group_offsets(kafka_bootstrap, app_id, topic, ends) == ends
+                s.get("epoch") == 2
+                and group_offsets(kafka_bootstrap, app_id, topic, PARTITIONS) == ends
             ),
             180,
             "the restarted driver to read everything",
@@ -81,25 +73,5 @@ def test_service_recovers_from_a_kafka_journal(
     for batch_time in sink.committed_batches("counts"):
         for word, count in sink.read_batch("counts", batch_time):
             counted[word] += count
-    assert counted == Counter(word for line in lines for word in line.split())
-
-
-def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "test-ends"})
-    try:
-        partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
-        return {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
-            for p in partitions
-        }
-    finally:
-        consumer.close()
-
-
-def group_offsets(bootstrap: str, group: str, topic: str, partitions: Any) -> dict[int, int]:
-    """The offsets the service committed for its group (after each completed batch)."""
-    topic_partitions = [TopicPartition(topic, p) for p in partitions]
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    request = ConsumerGroupTopicPartitions(group, topic_partitions)
-    result = admin.list_consumer_group_offsets([request])[group].result(timeout=30)
-    return {tp.partition: tp.offset for tp in result.topic_partitions}
+    expected = Counter(word for part in lines.values() for line in part for word in line.split())
+    assert counted == expected
