@@ -216,9 +216,14 @@ def _log_tail(path: Path) -> str:
     return "First errors:\n" + "\n".join(errors) + "\n...\n" + tail
 
 
-def _new_cluster_id() -> str:
-    # Kafka's Uuid text form: 16 random bytes, URL-safe base64 without padding.
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
+def new_cluster_id() -> str:
+    # Kafka's Uuid text form: 16 random bytes, URL-safe base64 without padding. One id in 64
+    # starts with "-", which the storage tool's argument parser reads as an option and then
+    # fails with "expected one argument"; Kafka's own generator draws again in that case.
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
+        if not text.startswith("-"):
+            return text
 
 
 def _signal_process(process: subprocess.Popen[bytes], signum: signal.Signals) -> None:
@@ -353,7 +358,7 @@ class LocalKafkaCluster:
         self._brokers = self._plan_brokers(self._workdir)
         _LIVE_CLUSTERS.add(self)
         try:
-            self._format_storage(_new_cluster_id())
+            self._format_storage(new_cluster_id())
             for broker in self._brokers:
                 broker.launch(self._broker_command(broker))
             self._wait_until_serving(self._brokers)
