@@ -34,6 +34,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
+from service.dev.ports import free_port
 from service.errors import DStreamsError
 
 KAFKA_VERSION = "4.1.1"
@@ -183,15 +184,6 @@ def _die_with_parent() -> None:
     pr_set_pdeathsig = 1
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
-
-
-def _free_port() -> int:
-    # The kernel picks a free port; the short window before the broker binds it is an accepted
-    # race (a clash shows up as a clear start-up error naming the address in use).
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _port_open(port: int) -> bool:
@@ -411,7 +403,7 @@ class LocalKafkaCluster:
     def _plan_brokers(self, workdir: Path) -> list[_Broker]:
         (workdir / "log4j2.properties").write_text(_LOG4J2_PROPERTIES)
         brokers = [
-            _Broker(node_id=i + 1, port=_free_port(), controller_port=_free_port(), home=home)
+            _Broker(node_id=i + 1, port=free_port(), controller_port=free_port(), home=home)
             for i, home in enumerate(workdir / f"broker-{i}" for i in range(self._count))
         ]
         voters = ",".join(f"{b.node_id}@127.0.0.1:{b.controller_port}" for b in brokers)

@@ -19,7 +19,6 @@ import os
 import pwd
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -29,6 +28,7 @@ from types import TracebackType
 
 import psycopg
 
+from service.dev.ports import free_port
 from service.errors import DStreamsError
 
 log = logging.getLogger(__name__)
@@ -71,13 +71,6 @@ def find_bin_dir() -> Path:
 def _major_version(name: str) -> tuple[int, ...]:
     parts = name.split(".")
     return tuple(int(x) for x in parts if x.isdigit())
-
-
-def free_port() -> int:
-    """A loopback TCP port that was free a moment ago (the server binds it soon after)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class _RunAs:

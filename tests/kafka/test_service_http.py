@@ -33,7 +33,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from service import __version__, testing
 from service.dev.brokers import create_topic
-from service.dev.service_process import REPO_ROOT, ServiceProcess, free_port
+from service.dev.ports import free_port
+from service.dev.service_process import REPO_ROOT, ServiceProcess
 from service.functions import words_of
 from service.journal.base import JournalState
 from service.journal.file import FileJournal
