@@ -2,7 +2,9 @@
 
 Order of choice (DESIGN.md §8): `KAFKA_BOOTSTRAP_SERVERS` names an external cluster; else, when a
 Docker engine answers, a Testcontainers Kafka; else a local KRaft cluster started from the pinned
-Apache Kafka jars (`service.dev.kafka_cluster`).
+Apache Kafka jars (`service.dev.kafka_cluster`). `DSTREAMS_KAFKA_BACKEND` names one of the three
+and makes it required: a CI job on a Docker host sets it to `testcontainers` so that the
+Testcontainers path cannot quietly fall back to the local cluster.
 """
 
 from __future__ import annotations
@@ -17,20 +19,47 @@ from typing import Any, Literal
 from service.dev.kafka_cluster import KafkaClusterError, LocalKafkaCluster
 
 KafkaBackend = Literal["external", "testcontainers", "local"]
+BACKENDS: tuple[KafkaBackend, ...] = ("external", "testcontainers", "local")
 
 BOOTSTRAP_ENV = "KAFKA_BOOTSTRAP_SERVERS"
+BACKEND_ENV = "DSTREAMS_KAFKA_BACKEND"
 # Confluent Platform 7.9 is Apache Kafka 3.9, the newest image the Testcontainers module can
 # configure for KRaft; the protocol features the tests use are the same as in 4.1.
 TESTCONTAINERS_IMAGE = "confluentinc/cp-kafka:7.9.0"
 
 
 def choose_kafka_backend(environ: Mapping[str, str], docker_available: bool) -> KafkaBackend:
-    """The backend to use: an external cluster if named, else Testcontainers, else local."""
+    """The backend to use: the one `DSTREAMS_KAFKA_BACKEND` requires, else an external cluster
+    if named, else Testcontainers, else local."""
+    required = environ.get(BACKEND_ENV, "").strip().lower()
+    if required:
+        return _required_backend(required, environ, docker_available)
     if environ.get(BOOTSTRAP_ENV, "").strip():
         return "external"
     if docker_available:
         return "testcontainers"
     return "local"
+
+
+def _required_backend(
+    required: str, environ: Mapping[str, str], docker_available: bool
+) -> KafkaBackend:
+    for backend in BACKENDS:
+        if required == backend:
+            break
+    else:
+        msg = f"{BACKEND_ENV}={required!r} is not a Kafka backend: use one of {', '.join(BACKENDS)}"
+        raise KafkaClusterError(msg)
+    if backend == "external" and not environ.get(BOOTSTRAP_ENV, "").strip():
+        msg = f"{BACKEND_ENV}=external needs {BOOTSTRAP_ENV} to name the cluster's brokers"
+        raise KafkaClusterError(msg)
+    if backend == "testcontainers" and not docker_available:
+        msg = (
+            f"{BACKEND_ENV}=testcontainers, but no Docker engine answered (DOCKER_HOST or "
+            "/var/run/docker.sock): start Docker, or unset the variable to use the local cluster"
+        )
+        raise KafkaClusterError(msg)
+    return backend
 
 
 def docker_engine_answers(timeout_s: float = 2.0) -> bool:
@@ -55,8 +84,10 @@ def kafka_endpoint(brokers: int = 1) -> Iterator[str]:
     more brokers is served by the local cluster.
     """
     # Docker is only asked when it matters: the ping can take its whole timeout.
+    required = os.environ.get(BACKEND_ENV, "").strip().lower()
     named = bool(os.environ.get(BOOTSTRAP_ENV, "").strip())
-    docker_available = not named and docker_engine_answers()
+    ask_docker = required == "testcontainers" or (not required and not named)
+    docker_available = ask_docker and docker_engine_answers()
     backend = choose_kafka_backend(os.environ, docker_available=docker_available)
     if backend == "testcontainers" and brokers > 1:
         backend = "local"
