@@ -29,12 +29,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from service.context import StreamingContext  # noqa: E402
-from service.counters import CountersParam  # noqa: E402
-from service.functions import add, count_words  # noqa: E402
+from service.driver.lifecycle import BatchLifecycle  # noqa: E402
+from service.driver.recovery import JournalLog  # noqa: E402
+from service.graph.context import StreamingContext  # noqa: E402
+from service.graph.counters import CountersParam  # noqa: E402
+from service.graph.functions import add, count_words  # noqa: E402
 from service.journal.file import FileJournal  # noqa: E402
-from service.lifecycle import BatchLifecycle  # noqa: E402
-from service.recovery import JournalLog  # noqa: E402
 from sinks.files import FileSink  # noqa: E402
 
 PARTITIONS = 4
@@ -187,7 +187,7 @@ def main() -> int:
     batch_sizes = [int(n) for n in args.batch_lines.split(",")]
 
     from service.dev.brokers import create_topic, kafka_endpoint
-    from service.spark import create_spark_context
+    from service.driver.spark import create_spark_context
 
     exact = True
     with kafka_endpoint(brokers=1) as bootstrap, tempfile.TemporaryDirectory() as tmp:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import time
 
-from service.context import StreamingContext
+from service.graph.context import StreamingContext
 
 SLEEP_ENV = "DSTREAMS_SLOW_JOB_SLEEP_MS"
 DEFAULT_SLEEP_MS = 5.0

@@ -1,15 +1,15 @@
 """Word count: lines from a Kafka topic, words counted per batch, written exactly once.
 
-The functions it uses come from the installed `service.functions`, so Spark's Python workers can
-import them; a job's own functions must likewise be importable where executors run.
+The functions it uses come from the installed `service.graph.functions`, so Spark's Python
+workers can import them; a job's own functions must likewise be importable where executors run.
 
 Configure the `lines` source and the `counts` sink in the job's config (config/wordcount.yaml).
 """
 
 from __future__ import annotations
 
-from service.context import StreamingContext
-from service.functions import add, count_words
+from service.graph.context import StreamingContext
+from service.graph.functions import add, count_words
 
 
 def build(ctx: StreamingContext) -> None:

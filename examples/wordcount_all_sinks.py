@@ -11,8 +11,8 @@ other sinks first. Each order is a different graph, so an app must keep the one 
 
 from __future__ import annotations
 
-from service.context import StreamingContext
-from service.functions import add, count_words
+from service.graph.context import StreamingContext
+from service.graph.functions import add, count_words
 
 KAFKA = "counts_kafka"
 POSTGRES = "counts_pg"

@@ -1,6 +1,6 @@
 """`python -m service` is the `dstreams` command."""
 
-from service.cli import main
+from service.cli.main import main
 
 if __name__ == "__main__":
     main()

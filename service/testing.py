@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from service.context import StreamingContext
-from service.dstream import DStream
-from service.lifecycle import BatchLifecycle
+from service.driver.lifecycle import BatchLifecycle
+from service.graph.context import StreamingContext
+from service.graph.dstream import DStream
 from sinks.memory import MemorySink
 
 INTERVAL_MS = 1000

@@ -28,7 +28,7 @@ def unique_name(request: pytest.FixtureRequest) -> str:
 @pytest.fixture(scope="session")
 def spark_context() -> Iterator[Any]:
     """One local SparkContext for the whole session (local[2], UI off, fixed hash seed)."""
-    from service.spark import create_spark_context
+    from service.driver.spark import create_spark_context
 
     sc = create_spark_context(app_name="dstreams-tests", master="local[2]")
     yield sc

@@ -47,7 +47,7 @@ from psycopg.conninfo import make_conninfo
 from connectors.watermarks import end_offsets
 from service.dev.brokers import create_topic
 from service.dev.service_process import ServiceProcess
-from service.functions import words_of
+from service.graph.functions import words_of
 from service.journal.base import JournalState
 from service.journal.file import FileJournal
 from sinks.files import SUCCESS, FileSink

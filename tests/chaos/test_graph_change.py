@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from service.engine import EXIT_REFUSED, SPARK_UP
+from service.driver.engine import EXIT_REFUSED, SPARK_UP
 from tests.chaos.conftest import ChaosApp, log_text, make_lines, produce, word_totals
 
 LINES = 8_000

@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from service.engine import EXIT_REFUSED, SPARK_UP
+from service.driver.engine import EXIT_REFUSED, SPARK_UP
 from service.faults import CRASH_EXIT_CODE
 from service.journal.file import encode_frame, scan_frames
 from service.journal.records import CompletedRecord, PlannedRecord

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from service.engine import EXIT_FENCED
+from service.driver.engine import EXIT_FENCED
 from tests.chaos.conftest import ChaosApp, log_text, make_lines, produce, word_totals
 
 LINES = 16_000

@@ -10,7 +10,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from connectors.offsets import OffsetRange
-from service.cli_journal import journal as journal_group
+from service.cli.journal import journal as journal_group
 from service.errors import FencedOut, JournalError
 from service.journal.base import Journal, JournalState
 from service.journal.kafka import KafkaJournal

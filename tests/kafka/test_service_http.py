@@ -35,7 +35,7 @@ from service import __version__, testing
 from service.dev.brokers import create_topic
 from service.dev.ports import free_port
 from service.dev.service_process import REPO_ROOT, ServiceProcess
-from service.functions import words_of
+from service.graph.functions import words_of
 from service.journal.base import JournalState
 from service.journal.file import FileJournal
 from sinks.files import FileSink

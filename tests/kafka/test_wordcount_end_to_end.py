@@ -13,12 +13,12 @@ from typing import Any
 from confluent_kafka import Producer
 
 from service import testing
-from service.context import StreamingContext
-from service.functions import add, pair_with_one, words_of
+from service.driver.lifecycle import BatchLifecycle
+from service.driver.recovery import JournalLog
+from service.graph.context import StreamingContext
+from service.graph.functions import add, pair_with_one, words_of
 from service.journal.base import JournalState
 from service.journal.file import FileJournal
-from service.lifecycle import BatchLifecycle
-from service.recovery import JournalLog
 from sinks.files import FileSink
 
 PARTITIONS = 3
@@ -88,7 +88,7 @@ def test_word_count_is_exact_per_batch_and_replays_identically(
     replay_ctx = build_word_count(sc, kafka_bootstrap, topic, tmp_path / "replay")
     replay = BatchLifecycle(replay_ctx, journal=None)
     replay.setup_outputs()
-    from service.lifecycle import BatchPlan
+    from service.driver.lifecycle import BatchPlan
 
     for t in batch_times:
         record = state.planned[t]
@@ -119,7 +119,7 @@ def test_undecodable_records_are_counted_and_good_totals_stay_exact(
     assert producer.flush(30) == 0
 
     ctx = StreamingContext(sc, "json-e2e", INTERVAL_MS, default_partitions=2)
-    from service.counters import CountersParam
+    from service.graph.counters import CountersParam
 
     ctx.input_counters = sc.accumulator({}, CountersParam())
     records = ctx.kafka_stream(

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from service import functions
-from service.context import StreamingContext
+from service.graph import functions
+from service.graph.context import StreamingContext
 from service.testing import run_batches, run_contexts, run_two_streams
 from sinks.memory import MemorySink
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from service.backpressure import RateController
+from service.observe.backpressure import RateController
 
 
 def test_no_limit_before_the_first_measurement() -> None:

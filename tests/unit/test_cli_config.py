@@ -10,7 +10,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from service.cli_config import config
+from service.cli.config import config
 
 CANARY = "canary-Hw27pK"
 GOOD = f"""\

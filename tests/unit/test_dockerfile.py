@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from service.spark import HASH_SEED
+from service.driver.spark import HASH_SEED
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "Dockerfile"

@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from connectors.offsets import OffsetRange
-from service.cli_journal import journal as journal_group
+from service.cli.journal import journal as journal_group
 from service.errors import FencedOut, JournalCorrupt, JournalError
 from service.journal.base import Journal, JournalState
 from service.journal.file import HEADER, FileJournal, encode_frame

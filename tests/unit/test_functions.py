@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from service import functions
+from service.graph import functions
 
 
 def test_count_words_counts_per_partition_lower_cased() -> None:

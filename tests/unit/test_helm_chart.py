@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 import yaml
 
-from service.metrics import BATCH_OUTCOMES, Metrics
-from service.settings import load_settings
+from service.config.settings import load_settings
+from service.observe.metrics import BATCH_OUTCOMES, Metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "helm" / "dstreams"

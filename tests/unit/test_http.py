@@ -16,10 +16,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from connectors.offsets import OffsetRange
-from service.http import HttpServer
-from service.metrics import Metrics
-from service.settings import load_settings
-from service.status import StatusBoard
+from service.config.settings import load_settings
+from service.observe.http import HttpServer
+from service.observe.metrics import Metrics
+from service.observe.status import StatusBoard
 
 CANARY = "canary-Ht4vB9"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from connectors.offsets import OffsetRange
+from service.driver.recovery import first_new_batch_time
 from service.errors import JournalError, OffsetGap
 from service.journal.base import JournalState, compact, replay
 from service.journal.records import (
@@ -15,7 +16,6 @@ from service.journal.records import (
     PlannedRecord,
     SnapshotRecord,
 )
-from service.recovery import first_new_batch_time
 
 
 def planned(t: int, *ranges: tuple[str, int, int, int], epoch: int = 1) -> PlannedRecord:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from service.logs import batch_context, configure_logging, set_epoch
-from service.settings import load_settings
+from service.config.settings import load_settings
+from service.observe.logs import batch_context, configure_logging, set_epoch
 
 CANARY = "canary-Lg5mQ1"
 
@@ -41,14 +41,14 @@ def lines(stream: io.StringIO) -> list[dict[str, object]]:
 def test_json_lines_carry_context() -> None:
     out = io.StringIO()
     configure_logging("json", "INFO", "wordcount", stream=out)
-    log = logging.getLogger("service.engine")
+    log = logging.getLogger("service.driver.engine")
     log.info("starting")
     set_epoch(3)
     with batch_context(1_700_000_000_000):
         log.warning("batch %d slow", 7, extra={"processing_s": 1.5})
     log.debug("hidden at INFO")
     first, second = lines(out)
-    assert first["level"] == "INFO" and first["logger"] == "service.engine"
+    assert first["level"] == "INFO" and first["logger"] == "service.driver.engine"
     assert first["message"] == "starting" and first["app"] == "wordcount"
     assert "epoch" not in first and "batch_time" not in first
     assert str(first["timestamp"]).endswith("Z") and "T" in str(first["timestamp"])
@@ -120,7 +120,7 @@ def test_secrets_never_reach_the_log(tmp_path: Path) -> None:
     settings = load_settings(path, {})
     out = io.StringIO()
     configure_logging("json", "INFO", settings.app_id, stream=out)
-    log = logging.getLogger("service.engine")
+    log = logging.getLogger("service.driver.engine")
     log.info("settings: %s", settings)
     log.info("settings: %r", settings.masked_dict())
     log.info("password", extra={"password": settings.kafka.sasl_password})

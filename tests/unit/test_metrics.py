@@ -6,7 +6,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from service import __version__
-from service.metrics import Metrics
+from service.observe.metrics import Metrics
 
 EXPECTED = {
     # family name (as the parser reports it) -> type

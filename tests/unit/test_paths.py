@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from service import paths
+from service.config import paths
 
 
 def test_the_source_tree_ships_its_config() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from service.scheduler import Scheduler, align_up
+from service.driver.scheduler import Scheduler, align_up
 
 
 class FakeClock:
@@ -47,7 +47,7 @@ def test_stop_returns_after_the_running_batch() -> None:
 
 
 def test_local_master_gets_task_retries() -> None:
-    from service.spark import with_task_retries
+    from service.driver.spark import with_task_retries
 
     assert with_task_retries("local[2]") == "local[2,4]"
     assert with_task_retries("local[*]") == "local[*,4]"

@@ -10,8 +10,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from service.errors import ConfigError
-from service.settings import (
+from service.config.settings import (
     DEFAULTS_FILE,
     InvalidConfig,
     KafkaSinkSettings,
@@ -19,6 +18,7 @@ from service.settings import (
     json_schema,
     load_settings,
 )
+from service.errors import ConfigError
 
 CANARY = "canary-Zq8xT3"
 MINIMAL = """\

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from service.spark_daemon import spark_archives_to_drop
+from service.driver.spark_daemon import spark_archives_to_drop
 
 
 def make_package(root: Path, name: str, version: str) -> None:

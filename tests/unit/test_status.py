@@ -6,7 +6,7 @@ import json
 import threading
 
 from connectors.offsets import OffsetRange
-from service.status import StatusBoard
+from service.observe.status import StatusBoard
 
 
 class FakeClock:

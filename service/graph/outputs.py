@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from service.dstream import BatchFunction, DStream
+from service.graph.dstream import BatchFunction, DStream
 from sinks.base import BatchKey, Sink
 
 

@@ -1,7 +1,7 @@
 """Value types of the configuration: names, durations, Kafka offsets, conf maps.
 
 Each checker raises `ValueError` with a message that shows the bad value and what is allowed;
-`service.settings_errors` prefixes it with the field path.
+`service.config.problems` prefixes it with the field path.
 """
 
 from __future__ import annotations

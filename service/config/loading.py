@@ -1,6 +1,6 @@
 """The raw layers of the configuration: YAML files and `DSTREAMS_A__B` environment variables.
 
-Each reader returns plain nested dicts; `service.settings` merges them (later layers win) and
+Each reader returns plain nested dicts; `service.config.settings` merges them (later layers win) and
 validates the result once, so every problem is reported together with its field path.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from service.settings_errors import InvalidConfig
+from service.config.problems import InvalidConfig
 
 ENV_PREFIX = "DSTREAMS_"
 ENV_NESTING = "__"

@@ -23,8 +23,8 @@ from typing import Any, Protocol
 
 from connectors.offsets import OffsetRange
 from service import faults
-from service.context import StreamingContext
-from service.outputs import OutputResult
+from service.graph.context import StreamingContext
+from service.graph.outputs import OutputResult
 
 log = logging.getLogger(__name__)
 

@@ -16,13 +16,13 @@ from types import FrameType
 from typing import Any
 
 from connectors.offsets import OffsetRange
-from service.context import StreamingContext
+from service.driver.lifecycle import BatchLifecycle
+from service.driver.recovery import JournalLog, check_before_start, recover
+from service.driver.scheduler import Scheduler
+from service.driver.spark import create_spark_context
 from service.errors import ConfigError, FencedOut
-from service.lifecycle import BatchLifecycle
-from service.recovery import JournalLog, check_before_start, recover
-from service.scheduler import Scheduler
-from service.sources import KafkaInputDStream
-from service.spark import create_spark_context
+from service.graph.context import StreamingContext
+from service.graph.sources import KafkaInputDStream
 
 log = logging.getLogger(__name__)
 EXIT_OK = 0
@@ -55,7 +55,7 @@ def build_context(settings: Any) -> StreamingContext:
     Spark is not needed to build it (it comes later, through `attach_spark`), so a driver can
     check the graph against its journal before paying for Spark's start.
     """
-    from service import wiring
+    from service.driver import wiring
 
     ctx = StreamingContext(
         None,
@@ -79,7 +79,7 @@ class Service:
     """One driver: owns the Spark context, the journal epoch, the HTTP endpoint and the clock."""
 
     def __init__(self, settings: Any) -> None:
-        from service.observe import Observer
+        from service.observe.observer import Observer
 
         self.settings = settings
         self.observer = Observer.create(settings)
@@ -106,7 +106,7 @@ class Service:
                 self.sc.stop()
 
     def _run(self) -> int:
-        from service import wiring
+        from service.driver import wiring
 
         settings = self.settings
         self.ctx = build_context(settings)

@@ -16,7 +16,7 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from service.functions import words_of
+from service.graph.functions import words_of
 from sinks.files import FileSink
 
 if TYPE_CHECKING:

@@ -12,13 +12,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from service import logs
-from service.backpressure import PidGains, RateController
-from service.lifecycle import BatchOutcome, BatchPlan
-from service.metrics import Metrics
-from service.sources import parse_input_counter_key
-from service.status import StatusBoard
-from service.wiring import DEAD_LETTER_SUFFIX
+from service.driver.lifecycle import BatchOutcome, BatchPlan
+from service.driver.wiring import DEAD_LETTER_SUFFIX
+from service.graph.sources import parse_input_counter_key
+from service.observe import logs
+from service.observe.backpressure import PidGains, RateController
+from service.observe.metrics import Metrics
+from service.observe.status import StatusBoard
 
 log = logging.getLogger(__name__)
 LagSource = Callable[[], dict[tuple[str, int], int]]
@@ -90,7 +90,7 @@ class Observer:
     def start_http(self) -> int | None:
         if self._http_address is None:
             return None
-        from service.http import HttpServer
+        from service.observe.http import HttpServer
 
         self._server = HttpServer(self.board, self.metrics, *self._http_address)
         port: int = self._server.start()

@@ -1,7 +1,7 @@
 """`StreamingContext`: the entry point a job uses to build its graph of DStreams.
 
 A job is a plain function `build(ctx)` that asks the context for sources, chains operators and
-declares outputs. The context only holds the graph; running it is `service.engine`'s work.
+declares outputs. The context only holds the graph; running it is `service.driver.engine`'s work.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from service.dstream import DStream
 from service.errors import ConfigError
-from service.outputs import Output
-from service.sources import InputDStream, KafkaInputDStream, QueueInputDStream
+from service.graph.dstream import DStream
+from service.graph.outputs import Output
+from service.graph.sources import InputDStream, KafkaInputDStream, QueueInputDStream
 from sinks.base import Sink
 
 SinkFactory = Callable[[str], Sink]
@@ -172,7 +172,7 @@ class StreamingContext:
         Until then `sc` is None: jobs build graphs without Spark, and use Spark only inside
         the functions they pass to operators (`transform` gets each batch's RDD).
         """
-        from service.counters import CountersParam
+        from service.graph.counters import CountersParam
 
         self.sc = sc
         self.input_counters = sc.accumulator({}, CountersParam())

@@ -3,7 +3,7 @@
 Layers, lowest first: the models' defaults, `config/defaults.yaml` (when the tree ships it), the
 user's file, then `DSTREAMS_A__B` variables (`DSTREAMS_HTTP__PORT=9000` sets `http.port`). Maps
 merge key by key; anything else is replaced. The merged result is validated once, so every problem
-is reported together, one line each (see `service.settings_errors`).
+is reported together, one line each (see `service.config.problems`).
 
 Secrets are `SecretStr`: masked in `repr`, in `masked_dict()` and in error messages, and revealed
 only by `KafkaSettings.librdkafka_config()`, `SparkSettings.spark_conf()` and the sink that needs
@@ -30,10 +30,10 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from service.paths import shipped_config_file
-from service.settings_errors import InvalidConfig, problems_of
-from service.settings_sources import deep_merge, read_env, read_yaml
-from service.settings_types import (
+from service.config.loading import deep_merge, read_env, read_yaml
+from service.config.paths import shipped_config_file
+from service.config.problems import InvalidConfig, problems_of
+from service.config.types import (
     MANAGED_KAFKA_KEYS,
     ConfValue,
     DurationMs,

@@ -1,7 +1,7 @@
 """Operator bodies: plain top-level functions with no Spark import.
 
-They pickle by reference and are unit-tested without a JVM. The graph in `service.dstream` wires
-them into RDD transformations.
+They pickle by reference and are unit-tested without a JVM. The graph in
+`service.graph.dstream` wires them into RDD transformations.
 """
 
 from __future__ import annotations

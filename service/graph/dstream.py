@@ -2,8 +2,8 @@
 
 This module is wiring only. Each operator returns a new `DStream` whose `compute(t)` applies one RDD
 transformation to its parents' RDDs for the same batch time. Operator bodies are plain functions
-(see `service.functions`), and every shuffle has a fixed partition count, so the same journaled
-input gives the same output partitions on every replay.
+(see `service.graph.functions`), and every shuffle has a fixed partition count, so the same
+journaled input gives the same output partitions on every replay.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from service import functions
+from service.graph import functions
 
 if TYPE_CHECKING:
-    from service.context import StreamingContext
+    from service.graph.context import StreamingContext
     from sinks.base import Sink
 
 RDD = Any  # pyspark.RDD; kept as Any because pyspark's types are not followed (see pyproject).
@@ -171,13 +171,13 @@ class DStream:
 
     def foreach_batch(self, function: BatchFunction, name: str | None = None) -> None:
         """Runs `function(rdd, batch_time)` on the driver for every batch; not exactly-once."""
-        from service.outputs import ForeachBatchOutput
+        from service.graph.outputs import ForeachBatchOutput
 
         self.ctx.add_output(ForeachBatchOutput(self, function, name or f"foreach{self.node_id}"))
 
     def write(self, name: str, sink: Sink | None = None) -> None:
         """Writes every batch to `sink` (or the sink configured under `name`) exactly once."""
-        from service.outputs import SinkOutput
+        from service.graph.outputs import SinkOutput
 
         self.ctx.add_output(SinkOutput(self, name, sink or self.ctx.configured_sink(name)))
 

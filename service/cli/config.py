@@ -8,9 +8,9 @@ from pathlib import Path
 import click
 import yaml
 
+from service.config.problems import InvalidConfig
+from service.config.settings import Settings, json_schema, load_settings
 from service.errors import ConfigError
-from service.settings import Settings, json_schema, load_settings
-from service.settings_errors import InvalidConfig
 
 # Exit code of an invalid configuration, as for a usage error: fix the input and run again.
 EXIT_INVALID = 2

@@ -12,10 +12,10 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from connectors.offsets import OffsetRange
-from service.dstream import RDD, DStream
+from service.graph.dstream import RDD, DStream
 
 if TYPE_CHECKING:
-    from service.context import StreamingContext
+    from service.graph.context import StreamingContext
 
 
 class InputDStream(DStream):

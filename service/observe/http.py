@@ -6,7 +6,7 @@ One small threaded stdlib server on a background thread:
 - `/healthz`  200 while the scheduler's heartbeat is recent, 503 when it is wedged (liveness).
 - `/readyz`   200 once `StatusBoard.set_ready(True)` was called, else 503 (readiness).
 - `/status`   the board's JSON snapshot.
-- `/`         the self-contained HTML status page (service.status_page).
+- `/`         the self-contained HTML status page (service.observe.status_page).
 
 Handlers only read the board and the registry, both thread-safe, so requests need no locking.
 """
@@ -22,9 +22,9 @@ from urllib.parse import urlsplit
 
 from prometheus_client.exposition import choose_encoder
 
-from service.metrics import Metrics
-from service.status import StatusBoard
-from service.status_page import CONTENT_SECURITY_POLICY, PAGE
+from service.observe.metrics import Metrics
+from service.observe.status import StatusBoard
+from service.observe.status_page import CONTENT_SECURITY_POLICY, PAGE
 
 _log = logging.getLogger(__name__)
 

@@ -88,7 +88,7 @@ class JsonFormatter(logging.Formatter):
 
 
 class TextFormatter(logging.Formatter):
-    """`2024-05-01T12:00:00.123Z INFO  service.engine [epoch 3 batch 1714564800000] message`."""
+    """`2024-05-01T12:00:00.123Z INFO  service.driver.engine [epoch 3 batch 1714564800000] msg`."""
 
     def format(self, record: logging.LogRecord) -> str:
         where = _text_context(record)

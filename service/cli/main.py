@@ -57,8 +57,8 @@ def run(config_path: Path | None) -> None:
     Example:
       dstreams run --config config/wordcount.yaml
     """
-    from service.cli_config import load_or_exit
-    from service.engine import EXIT_REFUSED, run_service
+    from service.cli.config import load_or_exit
+    from service.driver.engine import EXIT_REFUSED, run_service
     from service.errors import ConfigError, DStreamsError
 
     settings = load_or_exit(config_path)
@@ -84,16 +84,16 @@ def demo(seconds: int, rate: int) -> None:
     Example:
       dstreams demo --seconds 30
     """
-    from service.demo import run_demo
+    from service.cli.demo import run_demo
 
     sys.exit(run_demo(seconds, rate))
 
 
 def _register_groups() -> None:
     # Imported here so that a broken optional group cannot stop `dstreams --help` from loading.
-    from service.cli_config import config
-    from service.cli_dev import dev
-    from service.cli_journal import journal
+    from service.cli.config import config
+    from service.cli.dev import dev
+    from service.cli.journal import journal
 
     cli.add_command(config)
     cli.add_command(journal)

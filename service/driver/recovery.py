@@ -23,13 +23,13 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from service.context import StreamingContext
+from service.driver.lifecycle import BatchLifecycle, BatchPlan
+from service.driver.scheduler import align_up, now_ms
 from service.errors import GraphChanged
+from service.graph.context import StreamingContext
+from service.graph.sources import KafkaInputDStream
 from service.journal.base import Journal, JournalState
 from service.journal.records import CompletedRecord, PlannedRecord
-from service.lifecycle import BatchLifecycle, BatchPlan
-from service.scheduler import align_up, now_ms
-from service.sources import KafkaInputDStream
 
 log = logging.getLogger(__name__)
 GRAPH_KEY = "graph"

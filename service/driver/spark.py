@@ -8,7 +8,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from service.paths import shipped_config_file
+from service.config.paths import shipped_config_file
 
 HASH_SEED = "0"
 LOG4J2_FILE = shipped_config_file("log4j2.properties")
@@ -20,7 +20,7 @@ BASE_CONF: dict[str, str] = {
     # Python workers are reused so each keeps its Kafka consumer and producers across batches.
     "spark.python.worker.reuse": "true",
     # pyspark's daemon with two per-task costs removed; see service/spark_daemon.py.
-    "spark.python.daemon.module": "service.spark_daemon",
+    "spark.python.daemon.module": "service.driver.spark_daemon",
     # A Kafka-fed RDD has no locality; waiting for it only adds latency.
     "spark.locality.wait": "0",
     # Output partition p of batch t must be the same on every replay: fixed string hashing.

@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from connectors.offsets import OffsetRange
-from service.context import StreamingContext
 from service.errors import ConfigError
+from service.graph.context import StreamingContext
+from service.graph.sources import KafkaInputDStream
 from service.journal.base import Journal
-from service.sources import KafkaInputDStream
 from sinks.base import Sink
 
 log = logging.getLogger(__name__)

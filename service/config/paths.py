@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 CONFIG_DIR_VARIABLE = "DSTREAMS_CONFIG_DIR"
-_SOURCE_TREE_CONFIG = Path(__file__).resolve().parent.parent / "config"
+_SOURCE_TREE_CONFIG = Path(__file__).resolve().parents[2] / "config"
 
 
 def config_dir() -> Path:

@@ -1,0 +1,1 @@
+"""The `dstreams` command line: run, demo, config, journal and dev subcommands."""

@@ -1,0 +1,1 @@
+"""Settings: typed, frozen models read from YAML and `DSTREAMS_*` environment overrides."""

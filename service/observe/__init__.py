@@ -1,0 +1,1 @@
+"""What the driver tells people: metrics, the status board and page, HTTP, logs, backpressure."""
