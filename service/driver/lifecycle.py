@@ -25,6 +25,7 @@ from connectors.offsets import OffsetRange
 from service import faults
 from service.graph.context import StreamingContext
 from service.graph.outputs import OutputResult
+from service.graph.stateful import step_stateful
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +136,8 @@ class BatchLifecycle:
         faults.crash_point("after-planned")
 
     def run_outputs(self, batch_time: int) -> list[OutputResult]:
+        # Stateful streams see every batch in order, whether or not an output reads them now.
+        step_stateful(self.ctx, batch_time)
         return [output.run(self.ctx.app_id, batch_time) for output in self.ctx.outputs]
 
     def commit_sinks(self, batch_time: int, results: list[OutputResult]) -> None:

@@ -15,6 +15,8 @@ from service.graph import functions
 
 if TYPE_CHECKING:
     from service.graph.context import StreamingContext
+    from service.graph.state import StateView
+    from service.graph.state_spec import StateSpec
     from sinks.base import Sink
 
 RDD = Any  # pyspark.RDD; kept as Any because pyspark's types are not followed (see pyproject).
@@ -166,6 +168,81 @@ class DStream:
 
     def left_outer_join(self, other: DStream, num_partitions: int | None = None) -> DStream:
         return self._join(other, "left_outer_join", num_partitions)
+
+    # --- stateful operators (bodies in service.graph.window and service.graph.state) -------
+    # Durations are in milliseconds of batch time and multiples of the batch interval.
+
+    def window(self, length_ms: int, slide_ms: int | None = None) -> DStream:
+        """Every row of the batches in `(t - length_ms, t]`, at each slide boundary `t`."""
+        from service.graph import window as windows
+
+        return windows.window(self, length_ms, slide_ms)
+
+    def count_by_window(self, length_ms: int, slide_ms: int | None = None) -> DStream:
+        from service.graph import window as windows
+
+        return windows.count_by_window(self, length_ms, slide_ms)
+
+    def reduce_by_window(
+        self,
+        function: Callable[[Any, Any], Any],
+        inv_function: Callable[[Any, Any], Any] | None = None,
+        *,
+        length_ms: int,
+        slide_ms: int | None = None,
+    ) -> DStream:
+        from service.graph import window as windows
+
+        return windows.reduce_by_window(
+            self, function, inv_function, length_ms=length_ms, slide_ms=slide_ms
+        )
+
+    def reduce_by_key_and_window(
+        self,
+        function: Callable[[Any, Any], Any],
+        inv_function: Callable[[Any, Any], Any] | None = None,
+        *,
+        length_ms: int,
+        slide_ms: int | None = None,
+        num_partitions: int | None = None,
+        filter_fn: Callable[[tuple[Any, Any]], bool] | None = None,
+    ) -> DStream:
+        """Per key, the reduction over the window; incremental when `inv_function` is given."""
+        from service.graph import window as windows
+
+        return windows.reduce_by_key_and_window(
+            self,
+            function,
+            inv_function,
+            length_ms=length_ms,
+            slide_ms=slide_ms,
+            num_partitions=num_partitions,
+            filter_fn=filter_fn,
+        )
+
+    def count_by_value_and_window(
+        self, length_ms: int, slide_ms: int | None = None, num_partitions: int | None = None
+    ) -> DStream:
+        from service.graph import window as windows
+
+        return windows.count_by_value_and_window(self, length_ms, slide_ms, num_partitions)
+
+    def update_state_by_key(
+        self,
+        update_fn: Callable[[list[Any], Any], Any],
+        num_partitions: int | None = None,
+        initial: Iterable[tuple[Any, Any]] | None = None,
+    ) -> StateView:
+        """`update_fn(new_values, state) -> state | None` per key, every batch (None removes)."""
+        from service.graph import state
+
+        return state.update_state_by_key(self, update_fn, num_partitions, initial)
+
+    def map_with_state(self, spec: StateSpec) -> StateView:
+        """The records `spec.function` returns per value (and per timed-out key)."""
+        from service.graph import state
+
+        return state.map_with_state(self, spec)
 
     # --- output operations ----------------------------------------------------------------
 
