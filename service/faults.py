@@ -20,6 +20,8 @@ POINTS = (
     "before-sink-commit",
     "before-completed",
     "before-ack",
+    "checkpoint-files-written",
+    "checkpoint-journaled",
 )
 _passes: dict[str, int] = {}
 

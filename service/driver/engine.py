@@ -16,11 +16,13 @@ from types import FrameType
 from typing import Any
 
 from connectors.offsets import OffsetRange
+from service.driver.checkpoints import StateCheckpoints, default_interval_batches
 from service.driver.lifecycle import BatchLifecycle
 from service.driver.recovery import JournalLog, check_before_start, recover
 from service.driver.scheduler import Scheduler
 from service.driver.spark import create_spark_context
 from service.errors import ConfigError, FencedOut
+from service.graph.checkpoint_store import CheckpointStore
 from service.graph.context import StreamingContext
 from service.graph.sources import KafkaInputDStream
 
@@ -133,7 +135,10 @@ class Service:
             journal, epoch, self.ctx.graph_json(), self.observer.journal_appended
         )
         acknowledge = wiring.make_acknowledger(settings, self.ctx)
-        self.lifecycle = BatchLifecycle(self.ctx, journal_log, self.observer, acknowledge)
+        checkpoints = make_checkpoints(settings, self.ctx, journal_log, self.observer)
+        self.lifecycle = BatchLifecycle(
+            self.ctx, journal_log, self.observer, acknowledge, checkpoints
+        )
         self.lifecycle.setup_outputs()
         recovered = recover(self.ctx, journal, self.lifecycle, epoch)
         self.observer.recovered(recovered.seconds, recovered.replayed_batches)
@@ -157,6 +162,17 @@ class Service:
 
         signal.signal(signal.SIGTERM, request_stop)
         signal.signal(signal.SIGINT, request_stop)
+
+
+def make_checkpoints(
+    settings: Any, ctx: StreamingContext, journal: JournalLog, observer: Any
+) -> StateCheckpoints:
+    """Step 7 and the state half of recovery, from `settings.checkpoint`."""
+    interval = settings.checkpoint.interval_batches or default_interval_batches(
+        settings.batch_interval_ms
+    )
+    store = CheckpointStore(settings.checkpoint.path)
+    return StateCheckpoints(ctx, store, journal, interval, observer)
 
 
 def run_service(settings: Any) -> int:

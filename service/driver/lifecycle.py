@@ -9,6 +9,8 @@ For batch time `t`:
 4. `commit_sinks`: the driver's idempotent `sink.commit(t)` for every output.
 5. `journal_completed`: `completed(t)` is appended; a recovering driver will not replay `t`.
 6. `acknowledge`: consumer-group offsets are committed to Kafka for lag tools only.
+7. `checkpoints.after_completed`: every N batches, a stateful graph's state is checkpointed
+   (see `service.driver.checkpoints`); it runs right after step 5.
 
 A replay (after a crash) starts at step 3 with the journaled plan imported into the sources.
 """
@@ -76,6 +78,25 @@ class JournalWriter(Protocol):
     def journal_completed(self, batch_time: int, outputs: dict[str, int]) -> None: ...
 
 
+class StateCheckpointer(Protocol):
+    """Step 7 (see `service.driver.checkpoints`): checkpoints after completed batches, and the
+    state half of recovery."""
+
+    def after_completed(self, batch_time: int) -> None: ...
+
+    def recover(self, state: Any, epoch: int) -> int: ...
+
+
+class NoCheckpoints:
+    """For graphs run without a checkpoint store (tests of stateless graphs)."""
+
+    def after_completed(self, batch_time: int) -> None:
+        """Nothing to checkpoint."""
+
+    def recover(self, state: Any, epoch: int) -> int:
+        return 0
+
+
 class NullObserver:
     def batch_started(self, plan: BatchPlan, scheduling_delay_s: float) -> None:
         """Observes nothing."""
@@ -96,11 +117,13 @@ class BatchLifecycle:
         journal: JournalWriter | None,
         observer: BatchObserver | None = None,
         acknowledge: Acknowledge | None = None,
+        checkpoints: StateCheckpointer | None = None,
     ) -> None:
         self.ctx = ctx
         self.journal = journal
         self.observer: BatchObserver = observer or NullObserver()
         self.acknowledge_offsets = acknowledge
+        self.checkpoints: StateCheckpointer = checkpoints or NoCheckpoints()
         self.fingerprint = ctx.fingerprint()
 
     def setup_outputs(self) -> None:
@@ -170,6 +193,7 @@ class BatchLifecycle:
             results = self.run_outputs(batch_time)
             self.commit_sinks(batch_time, results)
             self.journal_completed(batch_time, results)
+            self.checkpoints.after_completed(batch_time)
         except BaseException as error:
             self.observer.batch_failed(batch_time, error)
             raise

@@ -219,18 +219,29 @@ class CheckpointStore:
     def path(self, ref: str) -> Path:
         return self.root / ref
 
-    def write_piece(self, rdd: Any, ref: str, fmt: str) -> PieceManifest:
-        """Runs one Spark job writing every partition of `rdd`, then the durable manifest."""
-        directory = self.path(ref)
-        if directory.exists():
-            shutil.rmtree(directory)  # left by an attempt that crashed before journaling
-        directory.mkdir(parents=True)
-        write = partial(write_partition, str(directory), fmt)
-        reports = rdd.mapPartitionsWithIndex(write).collect()
-        manifest = PieceManifest.from_reports(fmt, reports)
-        _write_durably(directory / MANIFEST, json.dumps(manifest.to_json()).encode())
-        _fsync_dir(directory)
-        return manifest
+    def write_pieces(self, sc: Any, pieces: list[tuple[Any, str, str]]) -> dict[str, PieceManifest]:
+        """Writes `(rdd, ref, fmt)` pieces in one Spark job (task by task, temp name, fsync,
+        rename), then each piece's durable manifest; returns the manifests by ref."""
+        if not pieces:
+            return {}
+        jobs = []
+        for number, (rdd, ref, fmt) in enumerate(pieces):
+            directory = self.path(ref)
+            if directory.exists():
+                shutil.rmtree(directory)  # left by an attempt that crashed before journaling
+            directory.mkdir(parents=True)
+            write = partial(write_partition, str(directory), fmt)
+            jobs.append(rdd.mapPartitionsWithIndex(write).map(partial(_numbered, number)))
+        reports: dict[int, list[tuple[int, int, int, str]]] = {n: [] for n in range(len(pieces))}
+        for number, report in (jobs[0] if len(jobs) == 1 else sc.union(jobs)).collect():
+            reports[number].append(report)
+        manifests = {}
+        for number, (_rdd, ref, fmt) in enumerate(pieces):
+            manifest = PieceManifest.from_reports(fmt, reports[number])
+            _write_durably(self.path(ref) / MANIFEST, json.dumps(manifest.to_json()).encode())
+            _fsync_dir(self.path(ref))
+            manifests[ref] = manifest
+        return manifests
 
     def sync(self, batch_time: int) -> None:
         """Makes the checkpoint directory's entries durable (after every piece is written)."""
@@ -292,6 +303,10 @@ class CheckpointStore:
 
     def delete(self, batch_time: int) -> None:
         shutil.rmtree(self.root / str(batch_time), ignore_errors=True)
+
+
+def _numbered(number: int, report: Any) -> tuple[int, Any]:
+    return (number, report)
 
 
 def _sha256(path: Path) -> str:

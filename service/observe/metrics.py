@@ -24,6 +24,7 @@ from prometheus_client import (
 )
 
 from service import __version__
+from service.observe.state_metrics import StateMetrics
 
 BATCH_OUTCOMES = ("completed", "failed")
 # From 5 ms (an empty batch) to 10 min (a batch far behind); batch intervals are usually 0.1-60 s.
@@ -47,6 +48,7 @@ class Metrics:
         self._declare_batch_metrics()
         self._declare_record_metrics()
         self._declare_driver_metrics()
+        self.state = StateMetrics(self.registry)
         build_info = Gauge(
             "dstreams_build_info",
             "Always 1; the labels name the running dstreams build.",

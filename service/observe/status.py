@@ -77,6 +77,7 @@ class StatusBoard:
         # Optional pull-based heartbeat: returns the scheduler's last tick on the same clock.
         self.heartbeat_source: Callable[[], float] | None = None
         self._totals = {"completed": 0, "failed": 0, "records_in": 0}
+        self._checkpoints: list[dict[str, Any]] = []
 
     # --- Reported by the engine ---------------------------------------------------------------
 
@@ -108,6 +109,12 @@ class StatusBoard:
             if outcome in ("completed", "failed"):
                 self._totals[outcome] += 1
             self._totals["records_in"] += records_in
+
+    def checkpoint_written(self, batch_time: int, seconds: float, size: int) -> None:
+        """A checkpoint of `batch_time` was journaled; shown on the status page's timelines."""
+        with self._lock:
+            entry = {"batch_time": batch_time, "seconds": round(seconds, 3), "bytes": size}
+            self._checkpoints = [*self._checkpoints[-(CHECKPOINTS_SHOWN - 1) :], entry]
 
     def set_epoch(self, epoch: int) -> None:
         with self._lock:
@@ -156,6 +163,7 @@ class StatusBoard:
                 "totals": dict(self._totals),
                 "now": _iso(int(time.time() * 1000)),
                 "batches": batches,
+                "checkpoints": list(self._checkpoints),
             }
 
     def _heartbeat_age(self) -> float:
@@ -173,6 +181,9 @@ class StatusBoard:
             while len(self._batches) > self._max_batches:
                 del self._batches[min(self._batches)]
         return batch
+
+
+CHECKPOINTS_SHOWN = 20
 
 
 def _iso(millis: int) -> str:
