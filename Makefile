@@ -7,7 +7,7 @@ STAMP := $(VENV)/.stamp-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 PACKAGES := service connectors sinks
 PYTEST_ARGS ?=
 
-.PHONY: venv sysdeps lint format typecheck test test-fast demo bench bench-recovery clean
+.PHONY: venv sysdeps lint format typecheck test test-fast demo bench bench-recovery soak clean
 
 venv: $(STAMP)
 
@@ -46,6 +46,10 @@ bench: venv sysdeps
 
 bench-recovery: venv sysdeps
 	$(PY) bench/recovery_bench.py
+
+# Runs too long for `make test`: the stateful long run at 1,000 batches.
+soak: venv sysdeps
+	DSTREAMS_LONG_RUN_BATCHES=1000 $(PY) -m pytest tests/spark/test_state_long_run.py $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

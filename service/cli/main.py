@@ -91,12 +91,14 @@ def demo(seconds: int, rate: int) -> None:
 
 def _register_groups() -> None:
     # Imported here so that a broken optional group cannot stop `dstreams --help` from loading.
+    from service.cli.checkpoint import checkpoint
     from service.cli.config import config
     from service.cli.dev import dev
     from service.cli.journal import journal
 
     cli.add_command(config)
     cli.add_command(journal)
+    cli.add_command(checkpoint)
     cli.add_command(dev)
 
 

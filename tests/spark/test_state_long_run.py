@@ -1,0 +1,69 @@
+"""A long run of a stateful job with periodic checkpoints: the lineage and the driver's memory
+stay bounded however many batches run (bounds on sizes, never on time)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from service.driver.checkpoints import StateCheckpoints
+from service.driver.lifecycle import BatchLifecycle
+from service.graph import functions
+from service.graph.checkpoint_store import CheckpointStore
+from service.graph.context import StreamingContext
+from service.graph.state import StateView
+from service.testing import FIRST_BATCH_MS, INTERVAL_MS
+from sinks.memory import MemorySink
+
+# 1,000 batches take about 8 minutes here, so the suite runs 200 and `make soak` 1,000.
+BATCHES = int(os.environ.get("DSTREAMS_LONG_RUN_BATCHES", "200"))
+CHECKPOINT_EVERY = 10
+WARM_UP = 50
+# The debug string of a state RDD spans at most one checkpoint interval of merges; 10 batches
+# of this graph print well under this. Without truncation it grows by ~1 KB per batch.
+MAX_LINEAGE_CHARS = 40_000
+# Python objects of the graph (RDD handles, plans) must not pile up: a leak of 50 KB per batch
+# would exceed this over 1,000 batches.
+MAX_RSS_GROWTH_BYTES = 48 * 1024 * 1024
+
+
+def running_total(values: list[int], state: int | None) -> int:
+    return (state or 0) + sum(values)
+
+
+def rss_bytes() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    pytest.skip("no /proc/self/status on this platform")
+    return 0
+
+
+@pytest.mark.timeout(1800)
+def test_lineage_and_driver_memory_stay_bounded(sc: Any, tmp_path: Path) -> None:
+    lines = [[f"w{(i * 7 + j) % 50} w{j}" for j in range(3)] for i in range(BATCHES)]
+    ctx = StreamingContext(sc, "long", INTERVAL_MS, 2)
+    pairs = ctx.queue_stream(lines).flat_map(str.split).map(functions.pair_with_one)
+    totals = pairs.update_state_by_key(running_total)
+    assert isinstance(totals, StateView)
+    totals.changes().write("changes", MemorySink())
+    store = CheckpointStore(tmp_path / "checkpoints")
+    checkpoints = StateCheckpoints(ctx, store, None, CHECKPOINT_EVERY)
+    lifecycle = BatchLifecycle(ctx, None, checkpoints=checkpoints)
+    lifecycle.setup_outputs()
+    lineage: list[int] = []
+    rss_after_warm_up = 0
+    for index in range(BATCHES):
+        lifecycle.run_new(FIRST_BATCH_MS + index * INTERVAL_MS)
+        state_rdd = totals.state._states[-1][1]
+        lineage.append(len(state_rdd.toDebugString() or b""))
+        if index == WARM_UP:
+            rss_after_warm_up = rss_bytes()
+    growth = rss_bytes() - rss_after_warm_up
+    assert max(lineage) <= MAX_LINEAGE_CHARS, f"lineage grew to {max(lineage)} characters"
+    assert max(lineage[-50:]) <= max(lineage[WARM_UP : WARM_UP + 50]) * 1.5
+    assert growth <= MAX_RSS_GROWTH_BYTES, f"driver RSS grew by {growth / 2**20:.1f} MiB"
+    assert len(store.batch_times()) <= 2  # old checkpoints deleted
