@@ -46,6 +46,7 @@ class Metrics:
             GCCollector(registry=self.registry)
         self._declare_batch_metrics()
         self._declare_record_metrics()
+        self._declare_delivery_metrics()
         self._declare_driver_metrics()
         build_info = Gauge(
             "dstreams_build_info",
@@ -100,6 +101,9 @@ class Metrics:
             ["topic", "partition"],
             registry=r,
         )
+
+    def _declare_delivery_metrics(self) -> None:
+        r = self.registry
         self._duplicates = Counter(
             "dstreams_duplicate_writes_suppressed_total",
             "Sink writes skipped because their batch key was already committed, by output.",
