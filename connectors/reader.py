@@ -290,16 +290,18 @@ def _undecodable(message: Any, offset: int, progress: _Progress, reason: str) ->
 
 def _on_event(message: Any, progress: _Progress) -> None:
     """An error or EOF event from the consumer: note where the partition ends, or fail."""
-    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka import KafkaException
+
+    from connectors.kafka_client import AUTO_OFFSET_RESET, PARTITION_EOF, is_retriable
 
     error = message.error()
     code = error.code()
     r = progress.range
-    if code == KafkaError._PARTITION_EOF:  # noqa: SLF001 - the client's public name
+    if code == PARTITION_EOF:
         progress.end_seen = message.offset()
         progress.advance(message.offset())
         return
-    if code == KafkaError._AUTO_OFFSET_RESET:  # noqa: SLF001 - the client's public name
+    if code == AUTO_OFFSET_RESET:
         msg = (
             f"offsets of {r.topic}-{r.partition} from {progress.next_offset} (range "
             f"[{r.from_offset}, {r.until_offset})) are no longer stored: retention deleted "
@@ -307,7 +309,7 @@ def _on_event(message: Any, progress: _Progress) -> None:
             "or the job's rate; these records cannot be recovered"
         )
         raise DataLoss(msg)
-    if error.fatal() or not error.retriable():
+    if not is_retriable(error):
         raise KafkaException(error)
     # Transient (a broker restarting, a leader moving): the client retries by itself, and the
     # stall deadline bounds how long we let it.
