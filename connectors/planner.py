@@ -493,12 +493,14 @@ class ConfluentMetadata:
     def _topics(self) -> dict[str, Any]:
         from confluent_kafka import KafkaException
 
+        from connectors.kafka_client import is_transient
+
         try:
             cluster = self._consumer.list_topics(timeout=self._timeout_s)
         except KafkaException as exc:
             # While a broker fails over, metadata can time out; the partitions seen last are
             # still right, and their offsets are asked (and may be skipped) one by one.
-            if self._last_topics is None or not _transient(exc.args[0]):
+            if self._last_topics is None or not is_transient(exc.args[0]):
                 raise
             logger.warning("Kafka metadata unavailable now (%s); using the last known", exc)
             return self._last_topics
@@ -531,12 +533,15 @@ class ConfluentMetadata:
     def _watermarks_of(self, tp: TopicPartition) -> Watermarks | None:
         from confluent_kafka import KafkaException, TopicPartition
 
+        from connectors.kafka_client import is_transient
+
         try:
             marks = self._consumer.get_watermark_offsets(
                 TopicPartition(tp[0], tp[1]), timeout=self._watermark_timeout_s, cached=False
             )
         except KafkaException as exc:
-            if not _transient(exc.args[0]):
+            # Skipping a partition for one batch loses nothing: the next batch takes its records.
+            if not is_transient(exc.args[0]):
                 raise
             logger.warning("offsets of %s-%d unavailable now (%s); retrying next batch", *tp, exc)
             return None
@@ -568,30 +573,6 @@ class ConfluentMetadata:
         query = [TopicPartition(t, p) for t, p in partitions]
         found = self._consumer.committed(query, timeout=self._timeout_s)
         return {(r.topic, r.partition): _offset_or_none(r) for r in found}
-
-
-def _transient(error: Any) -> bool:
-    """A Kafka error worth waiting out: all but the fatal ones and those no wait can cure.
-
-    While brokers fail over or restart, librdkafka reports many local errors that it does not
-    flag retriable (a timeout, a broken connection, every broker down, an "unknown partition"
-    whose leader its metadata lost, a broker handle destroyed as the cluster's membership
-    changes); they pass. A planner that skips a partition for one batch loses nothing: the next
-    batch takes its records. Authentication and authorization failures and bad arguments do not
-    pass, and stop the service with the error.
-    """
-    from confluent_kafka import KafkaError
-
-    permanent = {
-        KafkaError._AUTHENTICATION,  # noqa: SLF001 - librdkafka's public local error codes
-        KafkaError._INVALID_ARG,  # noqa: SLF001
-        KafkaError._SSL,  # noqa: SLF001
-        KafkaError.SASL_AUTHENTICATION_FAILED,
-        KafkaError.TOPIC_AUTHORIZATION_FAILED,
-        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
-        KafkaError.GROUP_AUTHORIZATION_FAILED,
-    }
-    return not error.fatal() and error.code() not in permanent
 
 
 def _offset_or_none(result: Any) -> int | None:

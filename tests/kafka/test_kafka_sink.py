@@ -16,8 +16,8 @@ from confluent_kafka.admin import AdminClient
 from service.errors import ConfigError, SinkError
 from sinks.base import BatchKey, Sink, WriteResult
 from sinks.dead_letters import DeadLetter, DeadLetterSink
-from sinks.kafka import KafkaSink
-from sinks.kafka_markers import Marker, close_clients
+from sinks.kafka import KafkaSink, close_clients
+from sinks.kafka_markers import Marker
 
 APP = "testapp"
 # Short, so that a transaction a failed test leaves open cannot block later reads for long; well

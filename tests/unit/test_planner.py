@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import pytest
 from confluent_kafka import KafkaError
 
-import connectors.planner as planner_module
+from connectors.kafka_client import is_transient
 from connectors.offsets import OffsetRange
 from connectors.planner import (
     OffsetPlanner,
@@ -420,7 +420,7 @@ def test_split_covers_exactly_the_input_and_reaches_the_minimum(min_partitions: 
     ],
 )
 def test_failover_errors_are_waited_out(code: int) -> None:
-    assert planner_module._transient(KafkaError(code))
+    assert is_transient(KafkaError(code))
 
 
 @pytest.mark.parametrize(
@@ -428,8 +428,8 @@ def test_failover_errors_are_waited_out(code: int) -> None:
     [KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError._AUTHENTICATION, KafkaError._INVALID_ARG],
 )
 def test_errors_no_wait_can_cure_stop_the_planner(code: int) -> None:
-    assert not planner_module._transient(KafkaError(code))
+    assert not is_transient(KafkaError(code))
 
 
 def test_fatal_errors_stop_the_planner() -> None:
-    assert not planner_module._transient(KafkaError(KafkaError._FATAL, fatal=True))
+    assert not is_transient(KafkaError(KafkaError._FATAL, fatal=True))
