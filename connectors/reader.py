@@ -227,20 +227,16 @@ def _decode_batch(
 ) -> list[Any]:
     """The records of one consume() call that belong to the range, in order.
 
-    The hot loop of the source: it keeps to local variables and builds the tuples directly,
-    which makes it about twice as fast as calling a helper per record. With `values_only`, a
-    good record is just its decoded value (no metadata calls, no tuple); failures stay
-    `SourceRecord`s so they can still become dead letters.
-    """
+    The source's hot loop: local variables and tuples built in place (twice as fast as a helper
+    per record). With `values_only` a good record is just its value; failures stay
+    `SourceRecord`s so they can still become dead letters."""
     r = progress.range
     topic, partition, until = r.topic, r.partition, r.until_offset
     next_offset = progress.next_offset
     records: list[Any] = []
     for message in messages:
         if message.error() is not None:
-            progress.advance(next_offset)
-            _on_event(message, progress)
-            next_offset = progress.next_offset
+            next_offset = _after_event(message, progress, next_offset)
             continue
         offset = message.offset()
         if offset >= until:  # the first record after a gap that spans `until`
@@ -248,28 +244,31 @@ def _decode_batch(
             break
         if offset < next_offset:  # never hand out a record twice
             continue
-        raw = message.value()
         try:
-            value = codec(raw)
+            value = codec(message.value())
         except DecodeError as exc:
             records.append(_undecodable(message, offset, progress, exc.reason))
         else:
             if values_only:
                 records.append(value)
-                next_offset = offset + 1
-                if next_offset >= until:
-                    break
-                continue
-            kind, timestamp = message.timestamp()
-            # kind 0 is TIMESTAMP_NOT_AVAILABLE; error and raw stay None for a good record.
-            timestamp_ms = timestamp if kind else None
-            fields = (topic, partition, offset, timestamp_ms, message.key(), value, None, None)
-            records.append(_new_record(SourceRecord, fields))
+            else:
+                kind, timestamp = message.timestamp()
+                # kind 0 is TIMESTAMP_NOT_AVAILABLE; error and raw stay None for a good record.
+                stamp = timestamp if kind else None
+                fields = (topic, partition, offset, stamp, message.key(), value, None, None)
+                records.append(_new_record(SourceRecord, fields))
         next_offset = offset + 1
         if next_offset >= until:
             break
     progress.advance(next_offset)
     return records
+
+
+def _after_event(message: Any, progress: _Progress, next_offset: int) -> int:
+    """Handles an error or EOF event met at `next_offset`; where reading goes on from."""
+    progress.advance(next_offset)
+    _on_event(message, progress)
+    return progress.next_offset
 
 
 # NamedTuple's generated __new__ is a Python function handling defaults; building the tuple
