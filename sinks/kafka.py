@@ -52,6 +52,7 @@ from sinks.kafka_markers import (
     broker_transaction_limit,
     check_topic_name,
     client_settings,
+    close_clients,
     default_marker_topic,
     discard_producer,
     ensure_topic,
@@ -104,6 +105,8 @@ class KafkaSink:
     per task of the output: ``marker_partitions``, by default ``partitions``. The sink pickles as
     configuration only; clients live in a per-process cache (`sinks.kafka_markers`).
     """
+
+    writes_on_driver = False
 
     def __init__(
         self,
@@ -187,6 +190,14 @@ class KafkaSink:
                 "write job (writes are idempotent) before completing the batch"
             )
             raise SinkError(msg)
+
+    def close(self) -> None:
+        """Close this process's cached producers and marker readers.
+
+        The cache is shared by every Kafka sink of the process, so this releases theirs too; a
+        sink used afterwards opens new clients. Closing an empty cache does nothing.
+        """
+        close_clients()
 
     # -- executor --
 

@@ -178,9 +178,11 @@ class StreamingContext:
         self.input_counters = sc.accumulator({}, CountersParam())
 
     def close(self) -> None:
-        """Closes the driver-side Kafka clients the sources opened."""
+        """Closes the driver-side clients the sources and the outputs' sinks opened."""
         while self._closeables:
             self._closeables.pop().close()
+        for output in self.outputs:
+            output.close()
 
     # --- per-batch bookkeeping ------------------------------------------------------------
 
