@@ -50,7 +50,7 @@ def load_job(reference: str) -> Job:
     return job  # type: ignore[no-any-return] # checked callable above
 
 
-def build_context(settings: Any) -> StreamingContext:
+def build_context(settings: Settings) -> StreamingContext:
     """The job's graph, with sources and sinks made from `settings`.
 
     Spark is not needed to build it (it comes later, through `attach_spark`), so a driver can
@@ -158,7 +158,7 @@ class Service:
         signal.signal(signal.SIGINT, request_stop)
 
 
-def run_service(settings: Any) -> int:
+def run_service(settings: Settings) -> int:
     return Service(settings).run()
 
 
