@@ -28,6 +28,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PrivateAttr,
     SecretStr,
     ValidationError,
     field_validator,
@@ -35,6 +36,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from connectors.planner import StartingOffsets
 from service.config.loading import deep_merge, read_env, read_yaml
 from service.config.paths import shipped_config_file
 from service.config.problems import InvalidConfig, problems_of
@@ -46,13 +48,14 @@ from service.config.types import (
     Name,
     SqlName,
     SqlNames,
-    StartingOffsets,
+    StartingOffsetsSetting,
     TopicList,
     TopicName,
     check_job,
     parse_starting_offsets,
     raise_all,
     sensitive_keys,
+    starting_offsets_for_planner,
 )
 from service.errors import ConfigError
 
@@ -179,7 +182,7 @@ class KafkaSourceSettings(_Model):
     """Topics to read (or give pattern)."""
     pattern: str | None = None
     """Regular expression of topics to read (or give topics)."""
-    starting_offsets: StartingOffsets = "latest"
+    starting_offsets: StartingOffsetsSetting = "latest"
     """Where the first batch ever starts: earliest, latest, committed (the group's offsets), a
     timestamp in ms, or a map "topic:partition" -> offset. Later batches follow the journal."""
     max_rate_per_partition: float | None = Field(default=None, gt=0)
@@ -192,6 +195,13 @@ class KafkaSourceSettings(_Model):
     """Stop when offsets were deleted by retention before being read (else skip with a metric)."""
     group_id: str | None = None
     """Consumer group the processed offsets are committed to, for lag tools only."""
+    # `starting_offsets` in the planner's terms, made once by `_topics_or_pattern`.
+    _starting: StartingOffsets = PrivateAttr(default_factory=StartingOffsets.latest)
+
+    @property
+    def starting(self) -> StartingOffsets:
+        """`starting_offsets` as the planner takes it (the field keeps the form written)."""
+        return self._starting
 
     @field_validator("pattern")
     @classmethod
@@ -206,7 +216,7 @@ class KafkaSourceSettings(_Model):
 
     @field_validator("starting_offsets", mode="before")
     @classmethod
-    def _starting_offsets(cls, value: Any) -> Any:
+    def _starting_offsets(cls, value: object) -> StartingOffsetsSetting:
         return parse_starting_offsets(value)
 
     @model_validator(mode="after")
@@ -215,13 +225,13 @@ class KafkaSourceSettings(_Model):
             found = "both" if self.topics else "neither"
             msg = f"give exactly one of topics or pattern; found {found}"
             raise ValueError(msg)
-        if isinstance(self.starting_offsets, dict) and self.topics is not None:
-            unknown = sorted(
-                {key.rsplit(":", 1)[0] for key in self.starting_offsets} - set(self.topics)
-            )
+        starting = starting_offsets_for_planner(self.starting_offsets)
+        if self.topics is not None:
+            unknown = sorted({topic for topic, _ in starting.offsets} - set(self.topics))
             if unknown:
                 msg = f"starting_offsets names topics not in topics: {', '.join(unknown)}"
                 raise ValueError(msg)
+        self._starting = starting
         return self
 
 

@@ -37,23 +37,12 @@ def make_kafka_source(settings: Settings, ctx: StreamingContext, name: str) -> K
         conf,
         topics=list(source.topics) if source.topics else None,
         pattern=source.pattern,
-        starting_offsets=planner_starting_offsets(source.starting_offsets),
+        starting_offsets=source.starting,
         max_rate_per_partition=source.max_rate_per_partition,
         min_partitions=source.min_partitions,
         codec=source.codec,
         fail_on_data_loss=source.fail_on_data_loss,
     )
-
-
-def planner_starting_offsets(value: Any) -> Any:
-    """Config's `{"topic:partition": n}` becomes the planner's `{topic: {partition: n}}`."""
-    if not isinstance(value, dict):
-        return value
-    nested: dict[str, dict[int, int]] = {}
-    for where, offset in value.items():
-        topic, _, partition = str(where).rpartition(":")
-        nested.setdefault(topic, {})[int(partition)] = int(offset)
-    return nested
 
 
 def make_sink(settings: Settings, name: str) -> Sink:

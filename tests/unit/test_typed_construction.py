@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from pydantic import ValidationError
 
+from connectors.planner import StartingOffsets
 from service.config.settings import (
     BackpressureSettings,
     FileJournalSettings,
     InvalidConfig,
     KafkaJournalSettings,
+    KafkaSourceSettings,
     Settings,
     load_settings,
 )
@@ -29,6 +33,7 @@ from sinks.files import FileSink
 from sinks.kafka import KafkaSink
 from sinks.postgres import PostgresSink
 
+T0 = 1_700_000_000_000
 BASE: dict[str, Any] = {
     "app_id": "wc",
     "job": "examples.wordcount:build",
@@ -151,6 +156,51 @@ def test_the_dead_letter_settings_build_the_dead_letter_sink(tmp_path: Path) -> 
     assert (sink.topic, sink.partitions) == ("wc.dead", 2)
     with pytest.raises(ConfigError, match="dead_letter.topic is not set"):
         load(tmp_path).dead_letter.build(settings.kafka)
+
+
+# --- starting offsets -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ("earliest", StartingOffsets.earliest()),
+        ("latest", StartingOffsets.latest()),
+        ("committed", StartingOffsets.committed()),
+        (T0, StartingOffsets.at_timestamp(T0)),
+        (str(T0), StartingOffsets.at_timestamp(T0)),  # as an environment variable gives it
+        ({"a:0": 5, "a:1": 0}, StartingOffsets.explicit({("a", 0): 5, ("a", 1): 0})),
+    ],
+)
+def test_starting_offsets_are_read_into_the_planners_terms(
+    given: object, expected: StartingOffsets
+) -> None:
+    source = KafkaSourceSettings.model_validate({"topics": ["a"], "starting_offsets": given})
+    assert source.starting == expected
+
+
+def test_starting_offsets_default_to_latest(tmp_path: Path) -> None:
+    settings = load(tmp_path, sources={"words": {"topics": ["words"]}})
+    assert settings.sources["words"].starting == StartingOffsets.latest()
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ("newest", "'newest' is not one of earliest, latest, committed"),
+        (1.5, "1.5 is not one of earliest, latest, committed"),
+        (True, "True is not one of earliest, latest, committed"),
+        (None, "None is not one of earliest, latest, committed"),
+        ({}, "{} is not one of earliest, latest, committed"),
+        ({"a": 3}, "'a' is not of the form topic:partition"),
+        ({"a:x": 3}, "'a:x' is not of the form topic:partition"),
+        ({"a:0": -1}, "offset of 'a:0' is -1; expected an integer >= 0"),
+        ({"b:0": 1}, "starting_offsets names topics not in topics: b"),
+    ],
+)
+def test_starting_offsets_that_cannot_be_read_are_refused(given: object, message: str) -> None:
+    with pytest.raises(ValidationError, match=re.escape(message)):
+        KafkaSourceSettings.model_validate({"topics": ["a"], "starting_offsets": given})
 
 
 # --- the observer -----------------------------------------------------------------------------
