@@ -83,9 +83,8 @@ class StreamingContext:
     ) -> KafkaInputDStream:
         """A direct Kafka source: each batch reads planned offset ranges, fetched by executors.
 
-        `kafka_conf` is librdkafka configuration (at least `bootstrap.servers`). The stream's
-        elements are `SourceRecord`s; `.values()` gives the decoded values. `starting_offsets`
-        places the partitions of the first batch ever (default: their earliest offsets).
+        `kafka_conf` is librdkafka configuration (at least `bootstrap.servers`). Elements are
+        `SourceRecord`s; the first batch ever starts at `starting_offsets` (None: earliest).
         """
         from connectors.planner import ConfluentMetadata, OffsetPlanner, StartingOffsets
 
@@ -98,7 +97,7 @@ class StreamingContext:
             metadata,
             topics=topics,
             pattern=pattern,
-            starting=StartingOffsets.earliest() if starting_offsets is None else starting_offsets,
+            starting=starting_offsets or StartingOffsets.earliest(),
             max_rate_per_partition=max_rate_per_partition,
             fail_on_data_loss=fail_on_data_loss,
         )

@@ -10,7 +10,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING
 
 from service.config.settings import BackpressureSettings, Settings
 from service.driver.lifecycle import BatchOutcome, BatchPlan
@@ -20,6 +20,9 @@ from service.observe import logs
 from service.observe.backpressure import PidGains, RateController
 from service.observe.metrics import Metrics
 from service.observe.status import StatusBoard
+
+if TYPE_CHECKING:
+    from service.observe.http import HttpServer
 
 log = logging.getLogger(__name__)
 LagSource = Callable[[], dict[tuple[str, int], int]]
@@ -46,7 +49,7 @@ class Observer:
         self.board = board
         self.rate = rate
         self._http_address = http
-        self._server: Any = None
+        self._server: HttpServer | None = None
         self._ready_pending = False
         # Set once the job's graph is built, which happens after the HTTP endpoint is up.
         self.lag_source: LagSource | None = None
@@ -65,8 +68,7 @@ class Observer:
         from service.observe.http import HttpServer
 
         self._server = HttpServer(self.board, self.metrics, *self._http_address)
-        port: int = self._server.start()
-        return port
+        return self._server.start()
 
     def stop_http(self) -> None:
         if self._server is not None:
