@@ -125,36 +125,6 @@ class StartingOffsets:
     ) -> StartingOffsets:
         return cls("explicit", offsets=dict(offsets), fallback=fallback)
 
-    @classmethod
-    def parse(cls, value: Any, fallback: Fallback = "earliest") -> StartingOffsets:
-        """From config: a policy name, a timestamp in ms, or `{topic: {partition: offset}}`."""
-        if value == "earliest":
-            return cls.earliest()
-        if value == "latest":
-            return cls.latest()
-        if value == "committed":
-            return cls.committed(fallback)
-        if isinstance(value, int) and not isinstance(value, bool):
-            return cls.at_timestamp(value)
-        if isinstance(value, Mapping):
-            return cls.explicit(_parse_explicit(value), fallback)
-        msg = (
-            f"starting offsets {value!r} not understood; expected 'earliest', 'latest', "
-            "'committed', a timestamp in ms, or {topic: {partition: offset}}"
-        )
-        raise ConfigError(msg)
-
-
-def _parse_explicit(value: Mapping[Any, Any]) -> dict[TopicPartition, int]:
-    offsets: dict[TopicPartition, int] = {}
-    for topic, per_partition in value.items():
-        if not isinstance(per_partition, Mapping):
-            msg = f"explicit starting offsets for topic {topic!r} must map partition -> offset"
-            raise ConfigError(msg)
-        for partition, offset in per_partition.items():
-            offsets[(str(topic), int(partition))] = int(offset)
-    return offsets
-
 
 # --- the planner -------------------------------------------------------------------------------
 

@@ -30,6 +30,8 @@ def encode_row(row: Any) -> str:
 class FileSink:
     """Writes each batch of an output as a folder of JSON-lines part files."""
 
+    writes_on_driver = False
+
     def __init__(self, root: str | Path) -> None:
         self.root = str(root)
 
@@ -64,6 +66,9 @@ class FileSink:
             raise SinkError(msg)
         marker = json.dumps({"app": app, "batch_time": batch_time, "partitions": partitions})
         _write_atomically(folder / SUCCESS, marker.encode())
+
+    def close(self) -> None:
+        """Nothing to release: every file is closed by the call that wrote it."""
 
     def committed_batches(self, output: str) -> list[int]:
         """Batch times whose `_SUCCESS` exists, in order."""

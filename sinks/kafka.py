@@ -111,6 +111,8 @@ class KafkaSink:
     `sinks.kafka_markers`).
     """
 
+    writes_on_driver = False
+
     def __init__(
         self,
         conf: dict[str, str],
@@ -192,6 +194,14 @@ class KafkaSink:
                 "write job (writes are idempotent) before completing the batch"
             )
             raise SinkError(msg)
+
+    def close(self) -> None:
+        """Close this process's cached producers and marker readers.
+
+        The cache is shared by every Kafka sink of the process, so this releases theirs too; a
+        sink used afterwards opens new clients. Closing an empty cache does nothing.
+        """
+        close_clients()
 
     # -- executor --
 

@@ -17,7 +17,7 @@ from sinks.base import BatchKey, WriteResult
 class MemorySink:
     """Keeps committed rows per `BatchKey` in this process."""
 
-    driver_side = True
+    writes_on_driver = True  # tests read what it holds in the driver process
 
     def __init__(self) -> None:
         self.parts: dict[BatchKey, list[Any]] = {}
@@ -44,6 +44,9 @@ class MemorySink:
 
     def commit(self, app: str, output: str, batch_time: int, partitions: int) -> None:
         self.committed[(output, batch_time)] = partitions
+
+    def close(self) -> None:
+        """Nothing to release; what was written stays readable."""
 
     def batch_rows(self, output: str, batch_time: int) -> list[Any]:
         """All rows of one batch of one output, in partition order."""

@@ -68,6 +68,8 @@ def set_fault_hook(hook: FaultHook | None) -> None:
 class PostgresSink:
     """Writes each ``BatchKey`` to ``table`` exactly once; see the module docstring."""
 
+    writes_on_driver = False
+
     def __init__(
         self,
         dsn: str | SecretStr,
@@ -131,6 +133,10 @@ class PostgresSink:
                 "the batch's output (partitions already committed are skipped)"
             )
             raise SinkError(msg)
+
+    def close(self) -> None:
+        """Close this process's (and thread's) cached connection to the DSN, if one is open."""
+        _drop_connection(self._dsn)
 
     def _on_driver(self, what: str, work: Callable[[Conn], T]) -> T:
         """Run ``work`` on the cached connection; reconnect once if that connection went stale."""

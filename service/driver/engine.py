@@ -14,6 +14,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
+from service.config.settings import Settings
 from service.driver.lifecycle import BatchLifecycle
 from service.driver.recovery import JournalLog, check_before_start, recover
 from service.driver.scheduler import Scheduler
@@ -46,7 +47,7 @@ def load_job(reference: str) -> Job:
     return job  # type: ignore[no-any-return] # checked callable above
 
 
-def build_context(settings: Any) -> StreamingContext:
+def build_context(settings: Settings) -> StreamingContext:
     """The job's graph, with sources and sinks made from `settings`.
 
     Spark is not needed to build it (it comes later, through `attach_spark`), so a driver can
@@ -75,13 +76,12 @@ def build_context(settings: Any) -> StreamingContext:
 class Service:
     """One driver: owns the Spark context, the journal epoch, the HTTP endpoint and the clock."""
 
-    def __init__(self, settings: Any) -> None:
-        from service.observe.observer import Observer
+    def __init__(self, settings: Settings) -> None:
+        from service.observe.observer import make_observer
 
         self.settings = settings
-        self.observer = Observer.create(settings)
         self.scheduler = Scheduler(settings.batch_interval_ms)
-        self.observer.board.heartbeat_source = lambda: self.scheduler.last_tick
+        self.observer = make_observer(settings, heartbeat_source=lambda: self.scheduler.last_tick)
         self.lifecycle: BatchLifecycle | None = None
         self.ctx: StreamingContext | None = None
         self.sc: Any = None
@@ -108,7 +108,6 @@ class Service:
         settings = self.settings
         self.ctx = build_context(settings)
         self.observer.lag_source = self.ctx.consumer_lag
-        self.observer.dead_letter_topic = settings.dead_letter.topic
         journal = wiring.make_journal(settings)
         # A damaged journal or a changed graph is refused now, in about a second, not after
         # Spark has started; recovery checks again under the new epoch.
@@ -156,5 +155,5 @@ class Service:
         signal.signal(signal.SIGINT, request_stop)
 
 
-def run_service(settings: Any) -> int:
+def run_service(settings: Settings) -> int:
     return Service(settings).run()

@@ -9,13 +9,16 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from service.errors import ConfigError
 from service.graph.dstream import DStream
 from service.graph.outputs import Output
 from service.graph.sources import InputDStream, KafkaInputDStream, QueueInputDStream
 from sinks.base import Sink
+
+if TYPE_CHECKING:
+    from connectors.planner import StartingOffsets
 
 SinkFactory = Callable[[str], Sink]
 SourceFactory = Callable[["StreamingContext", str], KafkaInputDStream]
@@ -72,7 +75,7 @@ class StreamingContext:
         *,
         topics: list[str] | None = None,
         pattern: str | None = None,
-        starting_offsets: Any = "earliest",
+        starting_offsets: StartingOffsets | None = None,
         max_rate_per_partition: float | None = None,
         min_partitions: int = 1,
         codec: str = "utf-8",
@@ -80,8 +83,8 @@ class StreamingContext:
     ) -> KafkaInputDStream:
         """A direct Kafka source: each batch reads planned offset ranges, fetched by executors.
 
-        `kafka_conf` is librdkafka configuration (at least `bootstrap.servers`). The stream's
-        elements are `SourceRecord`s; `.values()` gives the decoded values.
+        `kafka_conf` is librdkafka configuration (at least `bootstrap.servers`). Elements are
+        `SourceRecord`s; the first batch ever starts at `starting_offsets` (None: earliest).
         """
         from connectors.planner import ConfluentMetadata, OffsetPlanner, StartingOffsets
 
@@ -94,7 +97,7 @@ class StreamingContext:
             metadata,
             topics=topics,
             pattern=pattern,
-            starting=StartingOffsets.parse(starting_offsets),
+            starting=starting_offsets or StartingOffsets.earliest(),
             max_rate_per_partition=max_rate_per_partition,
             fail_on_data_loss=fail_on_data_loss,
         )
@@ -178,9 +181,11 @@ class StreamingContext:
         self.input_counters = sc.accumulator({}, CountersParam())
 
     def close(self) -> None:
-        """Closes the driver-side Kafka clients the sources opened."""
+        """Closes the driver-side clients the sources and the outputs' sinks opened."""
         while self._closeables:
             self._closeables.pop().close()
+        for output in self.outputs:
+            output.close()
 
     # --- per-batch bookkeeping ------------------------------------------------------------
 

@@ -50,7 +50,7 @@ class SinkOutput:
             return OutputResult(self.name, 0, 0, 0)
         started = time.monotonic()
         rdd = self.stream.rdd_at(batch_time)
-        if getattr(self.sink, "driver_side", False):
+        if self.sink.writes_on_driver:
             reports = self._write_on_driver(rdd, app, batch_time)
         else:
             write = partial(write_partition, self.sink, app, self.name, batch_time)
@@ -61,6 +61,9 @@ class SinkOutput:
 
     def commit(self, app: str, batch_time: int, result: OutputResult) -> None:
         self.sink.commit(app, self.name, batch_time, result.partitions)
+
+    def close(self) -> None:
+        self.sink.close()
 
     def _write_on_driver(self, rdd: Any, app: str, batch_time: int) -> list[tuple[int, int, bool]]:
         """For driver-side sinks (console, tests): collect each partition, then write it."""
@@ -101,6 +104,9 @@ class ForeachBatchOutput:
 
     def commit(self, app: str, batch_time: int, result: OutputResult) -> None:
         """Nothing to commit: the function ran to completion or raised."""
+
+    def close(self) -> None:
+        """Nothing to release: the function owns its destination."""
 
 
 Output = SinkOutput | ForeachBatchOutput

@@ -17,7 +17,7 @@ from service.errors import ConfigError, SinkError
 from sinks.base import BatchKey, Sink, WriteResult
 from sinks.dead_letters import DeadLetter, DeadLetterSink
 from sinks.kafka import KafkaSink, close_clients
-from sinks.kafka_markers import Marker
+from sinks.kafka_markers import Marker, marker_reader
 
 APP = "testapp"
 # Short, so that a transaction a failed test leaves open cannot block later reads for long; well
@@ -136,6 +136,22 @@ def test_commit_names_the_partitions_without_a_marker(
     sink.commit(APP, unique_name, 1000, partitions=2)  # idempotent
     with pytest.raises(SinkError, match=r"missing for partitions 0 \(last marker 1000\)"):
         sink.commit(APP, unique_name, 2000, partitions=2)
+
+
+def test_close_releases_the_clients_and_a_later_commit_opens_new_ones(
+    kafka_bootstrap: str, unique_name: str
+) -> None:
+    sink = _sink(kafka_bootstrap, unique_name, partitions=1)
+    sink.setup(APP, unique_name)
+    sink.write(BatchKey(APP, unique_name, 1000, 0), [("a", 1)])
+    sink.commit(APP, unique_name, 1000, partitions=1)
+    reader = marker_reader(sink.conf)
+
+    sink.close()
+    sink.close()
+
+    assert marker_reader(sink.conf) is not reader
+    sink.commit(APP, unique_name, 1000, partitions=1)  # a closed client would raise here
 
 
 def test_rewriting_a_committed_key_is_skipped(kafka_bootstrap: str, unique_name: str) -> None:

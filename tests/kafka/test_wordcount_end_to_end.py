@@ -12,6 +12,7 @@ from typing import Any
 
 from confluent_kafka import Producer
 
+from connectors.planner import StartingOffsets
 from service import testing
 from service.driver.lifecycle import BatchLifecycle
 from service.driver.recovery import JournalLog
@@ -40,7 +41,7 @@ def build_word_count(sc: Any, bootstrap: str, topic: str, out: Path) -> Streamin
         "lines",
         {"bootstrap.servers": bootstrap},
         topics=[topic],
-        starting_offsets="earliest",
+        starting_offsets=StartingOffsets.earliest(),
         max_rate_per_partition=RATE_PER_PARTITION,
         min_partitions=4,
     ).values()

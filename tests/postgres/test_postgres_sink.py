@@ -138,6 +138,24 @@ def terminate(dsn: str, backend_pid: int) -> None:
         conn.execute("SELECT pg_terminate_backend(%s, 10000)", (backend_pid,))
 
 
+def test_close_drops_the_cached_connection_and_may_run_twice(
+    postgres_dsn: str, unique_name: str
+) -> None:
+    sink = make_sink(postgres_dsn, unique_name)
+    backends: list[int] = []
+    postgres.set_fault_hook(lambda point, _key, pid: backends.append(pid))
+    sink.write(key(batch_time=1000), WORDS[:1])
+    sink.write(key(batch_time=2000), WORDS[1:2])
+    assert backends[0] == backends[-1]  # one cached connection serves both writes
+
+    sink.close()
+    sink.close()
+    sink.write(key(batch_time=3000), WORDS[2:])
+
+    assert backends[-1] != backends[0]  # closed, so the next write connected anew
+    assert table_rows(postgres_dsn, unique_name) == WORDS
+
+
 def test_backend_killed_before_commit_is_settled_by_retrying(
     postgres_dsn: str, unique_name: str
 ) -> None:

@@ -140,26 +140,6 @@ def test_starting_policy_is_asked_only_on_the_first_batch(meta: FakeMetadata) ->
     assert meta.calls == ["committed"]
 
 
-@pytest.mark.parametrize(
-    ("value", "expected"),
-    [
-        ("earliest", StartingOffsets.earliest()),
-        ("latest", StartingOffsets.latest()),
-        ("committed", StartingOffsets.committed()),
-        (T0, StartingOffsets.at_timestamp(T0)),
-        ({"a": {"0": 5, 1: 6}}, StartingOffsets.explicit({("a", 0): 5, ("a", 1): 6})),
-    ],
-)
-def test_starting_offsets_parse(value: object, expected: StartingOffsets) -> None:
-    assert StartingOffsets.parse(value) == expected
-
-
-@pytest.mark.parametrize("value", ["newest", 1.5, True, {"a": 3}, None])
-def test_starting_offsets_parse_rejects_what_it_cannot_read(value: object) -> None:
-    with pytest.raises(ConfigError, match="not understood|must map"):
-        StartingOffsets.parse(value)
-
-
 def test_starting_offsets_validation() -> None:
     with pytest.raises(ConfigError, match="timestamp_ms >= 0"):
         StartingOffsets("timestamp")
