@@ -23,7 +23,11 @@ SUCCESS = "_SUCCESS"
 
 
 def encode_row(row: Any) -> str:
-    """One row as a canonical JSON line (tuples become arrays, keys sorted)."""
+    """One row as a canonical JSON line (tuples become arrays, keys sorted).
+
+    >>> encode_row(("word", {"z": 1, "y": 2}))
+    '["word",{"y":2,"z":1}]'
+    """
     return json.dumps(row, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
