@@ -1,4 +1,8 @@
-"""The exactly-once Kafka sink and the dead-letter sink against a real broker (DESIGN.md §5)."""
+"""The exactly-once Kafka sink and the dead-letter sink against a real broker (DESIGN.md §5).
+
+What every sink does (idempotent and atomic writes, replays, commits, racing copies) is checked
+on this one too by the sink contract suite, tests/contracts/test_sink_contract.py.
+"""
 
 from __future__ import annotations
 
@@ -136,22 +140,6 @@ def test_commit_names_the_partitions_without_a_marker(
     sink.commit(APP, unique_name, 1000, partitions=2)  # idempotent
     with pytest.raises(SinkError, match=r"missing for partitions 0 \(last marker 1000\)"):
         sink.commit(APP, unique_name, 2000, partitions=2)
-
-
-def test_rewriting_a_committed_key_is_skipped(kafka_bootstrap: str, unique_name: str) -> None:
-    sink = _sink(kafka_bootstrap, unique_name)
-    sink.setup(APP, unique_name)
-    key = BatchKey(APP, unique_name, 1000, 0)
-    rows = [("a", 1), ("b", 2)]
-
-    first = sink.write(key, rows)
-    again = sink.write(key, rows)
-    close_clients()  # a new worker process, as after an executor death
-    shipped = pickle.loads(pickle.dumps(sink))  # noqa: S301  # our own bytes, as Spark ships them
-    replayed = shipped.write(key, rows)
-
-    assert (first, again, replayed) == (WriteResult(2), WriteResult(0, True), WriteResult(0, True))
-    assert _key_values(_read_committed(kafka_bootstrap, sink.topic)) == [(b"a", b"1"), (b"b", b"2")]
 
 
 def test_an_older_batch_after_a_newer_marker_is_skipped(
