@@ -1,6 +1,6 @@
-"""Fixtures of the contract suites: a parametrised backend fixture.
+"""Fixtures of the contract suites: one parametrised backend fixture per contract.
 
-Each case of `SINK_BACKENDS` carries its own tier mark (the tier
+Each case of `SINK_BACKENDS` and `JOURNAL_BACKENDS` carries its own tier mark (the tier
 assignment in tests/conftest.py demands exactly one per contract case), and a backend asks for
 its server (`kafka_bootstrap`, `postgres_dsn`) only when it starts, so `-m unit` starts none.
 """
@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.contracts.journal_backends import JOURNAL_BACKENDS, JournalBackend
 from tests.contracts.sink_backends import SINK_BACKENDS, SinkBackend
 
 _SHIPPED_SINK_BACKENDS = [case for case in SINK_BACKENDS if not case.values[0].in_process]
@@ -36,3 +37,13 @@ def shipped_sink_backend(
     backend: SinkBackend = request.param.start(request, unique_name, tmp_path)
     yield backend
     backend.stop()
+
+
+@pytest.fixture(params=JOURNAL_BACKENDS)
+def journal_backend(
+    request: pytest.FixtureRequest, unique_name: str, tmp_path: Path
+) -> Iterator[JournalBackend]:
+    """Every journal backend in turn; each journal it made is closed afterwards."""
+    backend: JournalBackend = request.param.start(request, unique_name, tmp_path)
+    yield backend
+    backend.close_all()
