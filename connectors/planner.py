@@ -405,6 +405,12 @@ def split_ranges(ranges: Sequence[OffsetRange], min_partitions: int) -> list[Off
     Each range gets `ceil(count * min_partitions / total)` pieces: the shares add up to at least
     `min_partitions`, and a range below its share (`count <= total / min_partitions`) stays
     whole. Empty ranges are dropped. The result is sorted, so it is the same on every replay.
+
+    >>> ranges = [OffsetRange("t", 0, 0, 90), OffsetRange("t", 1, 5, 5), OffsetRange("t", 2, 0, 10)]
+    >>> [(r.partition, r.from_offset, r.until_offset) for r in split_ranges(ranges, 4)]
+    [(0, 0, 23), (0, 23, 46), (0, 46, 68), (0, 68, 90), (2, 0, 10)]
+    >>> len(split_ranges(ranges, 2))  # two non-empty ranges already make two partitions
+    2
     """
     non_empty = sorted(r for r in ranges if r.count > 0)
     total = sum(r.count for r in non_empty)

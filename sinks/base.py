@@ -27,7 +27,19 @@ from typing import Any, Protocol, runtime_checkable
 
 @dataclass(frozen=True, order=True)
 class BatchKey:
-    """Names one task's share of one batch of one output; the unit of idempotence."""
+    """Names one task's share of one batch of one output; the unit of idempotence.
+
+    >>> key = BatchKey("wordcount", "counts", 1_700_000_000_000, 3)
+    >>> key.to_json()
+    {'app': 'wordcount', 'output': 'counts', 'batch_time': 1700000000000, 'partition': 3}
+    >>> BatchKey.from_json(key.to_json()) == key
+    True
+
+    Keys order by app, output, batch time, then partition:
+
+    >>> sorted([BatchKey("a", "o", 2000, 0), BatchKey("a", "o", 1000, 1)])[0].batch_time
+    1000
+    """
 
     app: str
     output: str

@@ -1,4 +1,8 @@
-"""The exactly-once Kafka sink and the dead-letter sink against a real broker (DESIGN.md §5)."""
+"""The exactly-once Kafka sink and the dead-letter sink against a real broker (DESIGN.md §5).
+
+What every sink does (idempotent and atomic writes, replays, commits, racing copies) is checked
+on this one too by the sink contract suite, tests/contracts/test_sink_contract.py.
+"""
 
 from __future__ import annotations
 
@@ -152,22 +156,6 @@ def test_close_releases_the_clients_and_a_later_commit_opens_new_ones(
 
     assert marker_reader(sink.conf) is not reader
     sink.commit(APP, unique_name, 1000, partitions=1)  # a closed client would raise here
-
-
-def test_rewriting_a_committed_key_is_skipped(kafka_bootstrap: str, unique_name: str) -> None:
-    sink = _sink(kafka_bootstrap, unique_name)
-    sink.setup(APP, unique_name)
-    key = BatchKey(APP, unique_name, 1000, 0)
-    rows = [("a", 1), ("b", 2)]
-
-    first = sink.write(key, rows)
-    again = sink.write(key, rows)
-    close_clients()  # a new worker process, as after an executor death
-    shipped = pickle.loads(pickle.dumps(sink))  # noqa: S301  # our own bytes, as Spark ships them
-    replayed = shipped.write(key, rows)
-
-    assert (first, again, replayed) == (WriteResult(2), WriteResult(0, True), WriteResult(0, True))
-    assert _key_values(_read_committed(kafka_bootstrap, sink.topic)) == [(b"a", b"1"), (b"b", b"2")]
 
 
 def test_an_older_batch_after_a_newer_marker_is_skipped(
