@@ -1,4 +1,6 @@
-"""Driver-side planning of the Kafka offset ranges a batch covers (DESIGN.md §3, step 1).
+"""Driver-side planning of the Kafka offset ranges a batch covers.
+
+This is step 1 of docs/architecture.md, "The batch lifecycle".
 
 For every source partition: `from` is the previous batch's `until` (or the starting-offsets policy
 the first time a partition is seen), `until` is the smaller of the last stable offset and `from`

@@ -37,7 +37,7 @@ _FORCED: dict[str, Any] = {
 }
 # Defaults a job may override, both measured here:
 # - fetch.queue.backoff.ms: librdkafka's default (1000) held a consumer to ~190k records/s,
-#   10 ms gave ~760k (DESIGN.md §9).
+#   10 ms gave ~760k (docs/architecture.md, Performance notes).
 # - fetch.wait.max.ms: a fetch that reaches the log end waits this long on the broker, and the
 #   next range's first fetch cannot start until it returns. At the default (500) every range
 #   read after one that reached the end took 0.5 s longer; at 10 ms, 0.01 s. The cost is only

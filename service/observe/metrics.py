@@ -1,4 +1,6 @@
-"""Prometheus metrics of a dstreams service, in a registry of its own (DESIGN.md §7).
+"""Prometheus metrics of a dstreams service, in a registry of its own.
+
+The list and its conventions are in docs/architecture.md, "Observability".
 
 Names carry the `dstreams_` prefix and base units (seconds, records); counters end in `_total`;
 durations are histograms. Label values are bounded by the configuration: topics and partitions of

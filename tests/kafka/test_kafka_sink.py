@@ -1,4 +1,6 @@
-"""The exactly-once Kafka sink and the dead-letter sink against a real broker (DESIGN.md §5).
+"""The exactly-once Kafka sink and the dead-letter sink against a real broker.
+
+The contract they keep is in docs/architecture.md, "Sinks".
 
 What every sink does (idempotent and atomic writes, replays, commits, racing copies) is checked
 on this one too by the sink contract suite, tests/contracts/test_sink_contract.py.
