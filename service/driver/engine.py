@@ -15,14 +15,12 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-from connectors.offsets import OffsetRange
 from service.driver.lifecycle import BatchLifecycle
 from service.driver.recovery import JournalLog, check_before_start, recover
 from service.driver.scheduler import Scheduler
 from service.driver.spark import create_spark_context
 from service.errors import ConfigError, FencedOut
 from service.graph.context import StreamingContext
-from service.graph.sources import KafkaInputDStream
 
 log = logging.getLogger(__name__)
 EXIT_OK = 0
@@ -163,16 +161,8 @@ def run_service(settings: Any) -> int:
     return Service(settings).run()
 
 
-def kafka_sources(ctx: StreamingContext) -> list[KafkaInputDStream]:
-    return [s for s in ctx.inputs if isinstance(s, KafkaInputDStream)]
-
-
 def owner_name() -> str:
     """Who holds an epoch, for people reading `journal show`: host and process."""
     import os
 
     return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def ranges_by_partition(ranges: list[OffsetRange]) -> dict[tuple[str, int], int]:
-    return {r.topic_partition: r.until_offset for r in ranges}
