@@ -24,6 +24,7 @@ from typing import Any, Protocol
 from connectors.offsets import OffsetRange
 from service import faults
 from service.graph.context import StreamingContext
+from service.graph.counters import Counts, total_decode_errors, total_records
 from service.graph.outputs import OutputResult
 
 log = logging.getLogger(__name__)
@@ -48,15 +49,15 @@ class BatchOutcome:
     outputs: tuple[OutputResult, ...]
     processing_s: float
     replayed: bool
-    counters: dict[str, int] = field(default_factory=dict)
+    counters: Counts = field(default_factory=dict)
 
     @property
     def input_records(self) -> int:
-        return self.counters.get("records", 0)
+        return total_records(self.counters)
 
     @property
     def decode_errors(self) -> int:
-        return self.counters.get("decode_errors", 0)
+        return total_decode_errors(self.counters)
 
 
 class BatchObserver(Protocol):
@@ -184,6 +185,6 @@ class BatchLifecycle:
         self.observer.batch_finished(outcome)
         return outcome
 
-    def _counters(self) -> dict[str, int]:
+    def _counters(self) -> Counts:
         counters = self.ctx.input_counters
         return dict(counters.value) if counters is not None else {}

@@ -12,6 +12,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from connectors.offsets import OffsetRange
+from service.graph.counters import Counts, DecodeErrors, InputRecords, add_count
 from service.graph.dstream import RDD, DStream
 
 if TYPE_CHECKING:
@@ -198,7 +199,7 @@ def read_partition(
     """Executor side: reads this task's ranges, counting records per partition and failures."""
     from connectors.reader import SourceRecord, read_range
 
-    counts: dict[str, int] = {}
+    counts: Counts = {}
     for r in (r for batch in slices for r in batch):
         records = failures = 0
         for record in read_range(conf, r, codec, values_only=values_only):
@@ -206,30 +207,11 @@ def read_partition(
             if type(record) is SourceRecord and record.error is not None:
                 failures += 1
             yield record
-        key = input_counter_key(r.topic, r.partition)
-        counts[key] = counts.get(key, 0) + records
-        counts["records"] = counts.get("records", 0) + records
-        counts["decode_errors"] = counts.get("decode_errors", 0) + failures
+        add_count(counts, InputRecords(r.topic, r.partition), records)
         if failures:
-            error_key = decode_error_counter_key(r.topic)
-            counts[error_key] = counts.get(error_key, 0) + failures
+            add_count(counts, DecodeErrors(r.topic), failures)
     if counters is not None:
         counters.add(counts)
-
-
-def input_counter_key(topic: str, partition: int) -> str:
-    return f"in\t{topic}\t{partition}"
-
-
-def decode_error_counter_key(topic: str) -> str:
-    return f"decode\t{topic}"
-
-
-def parse_input_counter_key(key: str) -> tuple[str, int] | None:
-    parts = key.split("\t")
-    if len(parts) != 3 or parts[0] != "in":
-        return None
-    return parts[1], int(parts[2])
 
 
 def values_of(records: Iterable[Any]) -> Iterator[Any]:
