@@ -7,9 +7,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from connectors.offsets import OffsetRange
 from service.errors import ConfigError
 from service.graph.context import StreamingContext
+from service.graph.plan import BatchPlan
 from service.graph.sources import KafkaInputDStream
 from service.journal.base import Journal
 from sinks.base import Sink
@@ -154,9 +154,7 @@ def make_journal(settings: Any) -> Journal:
     )
 
 
-def make_acknowledger(
-    settings: Any, ctx: StreamingContext
-) -> Callable[[list[OffsetRange]], None] | None:
+def make_acknowledger(settings: Any, ctx: StreamingContext) -> Callable[[BatchPlan], None] | None:
     """Commits planned `until`s to each source's consumer group, for lag tools only."""
     sources = [s for s in ctx.inputs if isinstance(s, KafkaInputDStream)]
     if not sources:
@@ -165,7 +163,7 @@ def make_acknowledger(
 
     consumers: dict[str, Any] = {}
 
-    def acknowledge(ranges: list[OffsetRange]) -> None:
+    def acknowledge(plan: BatchPlan) -> None:
         for source in sources:
             group = settings.sources[source.name].group_id or settings.app_id
             consumer = consumers.get(group)
@@ -175,8 +173,7 @@ def make_acknowledger(
                 consumer = consumers[group] = Consumer(conf)
             offsets = [
                 TopicPartition(r.topic, r.partition, r.until_offset)
-                for r in ranges
-                if source.owns(r.topic)
+                for r in plan.source(source.name).ranges
             ]
             if offsets:
                 consumer.commit(offsets=offsets, asynchronous=False)

@@ -12,9 +12,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from service.driver.lifecycle import BatchOutcome, BatchPlan
+from service.driver.lifecycle import BatchOutcome
 from service.driver.wiring import DEAD_LETTER_SUFFIX
 from service.graph.counters import DecodeErrors, InputRecords
+from service.graph.plan import BatchPlan
 from service.observe import logs
 from service.observe.backpressure import PidGains, RateController
 from service.observe.metrics import Metrics
