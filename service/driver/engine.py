@@ -142,9 +142,9 @@ class Service:
 
     def _run_batch(self, batch_time: int, scheduling_delay_s: float) -> None:
         assert self.lifecycle is not None and self.ctx is not None  # noqa: S101 - set in _run
-        self.ctx.rate_override = self.observer.rate_for_next_batch()
+        rate = self.observer.rate_for_next_batch()
         with self.observer.batch_context(batch_time):
-            self.lifecycle.run_new(batch_time, scheduling_delay_s)
+            self.lifecycle.run_new(batch_time, scheduling_delay_s, rate)
 
     def _install_signal_handlers(self) -> None:
         def request_stop(signum: int, _frame: FrameType | None) -> None:

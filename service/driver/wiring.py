@@ -6,10 +6,11 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from connectors.offsets import OffsetRange
 from service.config.settings import Settings
 from service.errors import ConfigError
 from service.graph.context import StreamingContext
+from service.graph.outputs import DEAD_LETTER_SUFFIX
+from service.graph.plan import BatchPlan
 from service.graph.sources import KafkaInputDStream
 from service.journal.base import Journal
 from sinks.base import Sink
@@ -19,7 +20,6 @@ if TYPE_CHECKING:
     from sinks.dead_letters import DeadLetter
 
 log = logging.getLogger(__name__)
-DEAD_LETTER_SUFFIX = ".dead-letters"
 
 
 def make_kafka_source(settings: Settings, ctx: StreamingContext, name: str) -> KafkaInputDStream:
@@ -83,7 +83,7 @@ def make_journal(settings: Settings) -> Journal:
 
 def make_acknowledger(
     settings: Settings, ctx: StreamingContext
-) -> Callable[[list[OffsetRange]], None] | None:
+) -> Callable[[BatchPlan], None] | None:
     """Commits planned `until`s to each source's consumer group, for lag tools only."""
     sources = [s for s in ctx.inputs if isinstance(s, KafkaInputDStream)]
     if not sources:
@@ -92,7 +92,7 @@ def make_acknowledger(
 
     consumers: dict[str, Any] = {}
 
-    def acknowledge(ranges: list[OffsetRange]) -> None:
+    def acknowledge(plan: BatchPlan) -> None:
         for source in sources:
             group = settings.sources[source.name].group_id or settings.app_id
             consumer = consumers.get(group)
@@ -102,8 +102,7 @@ def make_acknowledger(
                 consumer = consumers[group] = Consumer(conf)
             offsets = [
                 TopicPartition(r.topic, r.partition, r.until_offset)
-                for r in ranges
-                if source.owns(r.topic)
+                for r in plan.source(source.name).ranges
             ]
             if offsets:
                 consumer.commit(offsets=offsets, asynchronous=False)

@@ -12,8 +12,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from service.errors import ConfigError
+from service.graph.base import Node, OutputOperation
+from service.graph.counters import CountersParam
 from service.graph.dstream import DStream
-from service.graph.outputs import Output
 from service.graph.sources import InputDStream, KafkaInputDStream, QueueInputDStream
 from sinks.base import Sink
 
@@ -43,10 +44,9 @@ class StreamingContext:
         self.app_id = app_id
         self.batch_interval_ms = batch_interval_ms
         self.default_partitions = default_partitions
-        self.streams: list[DStream] = []
+        self.streams: list[Node] = []
         self.inputs: list[InputDStream] = []
-        self.outputs: list[Output] = []
-        self.rate_override: float | None = None
+        self.outputs: list[OutputOperation] = []
         self.dead_letters_enabled = False
         self.input_counters: Any = None
         self._sink_factory = sink_factory
@@ -56,7 +56,8 @@ class StreamingContext:
 
     # --- graph building -------------------------------------------------------------------
 
-    def register(self, stream: DStream) -> int:
+    def register(self, stream: Node) -> int:
+        """Adds a new stream to the graph; its id is its place in creation order."""
         self.streams.append(stream)
         if isinstance(stream, InputDStream):
             self.inputs.append(stream)
@@ -140,7 +141,7 @@ class StreamingContext:
         self._sources_by_name[name] = stream
         return stream
 
-    def add_output(self, output: Output) -> None:
+    def add_output(self, output: OutputOperation) -> None:
         if any(existing.name == output.name for existing in self.outputs):
             msg = f"output {output.name!r} is declared twice; give each output its own name"
             raise ConfigError(msg)
@@ -175,8 +176,6 @@ class StreamingContext:
         Until then `sc` is None: jobs build graphs without Spark, and use Spark only inside
         the functions they pass to operators (`transform` gets each batch's RDD).
         """
-        from service.graph.counters import CountersParam
-
         self.sc = sc
         self.input_counters = sc.accumulator({}, CountersParam())
 
@@ -190,8 +189,6 @@ class StreamingContext:
     # --- per-batch bookkeeping ------------------------------------------------------------
 
     def forget(self, batch_time: int) -> None:
-        """Releases RDDs and plans of batches up to `batch_time`; they will not be read again."""
+        """Releases RDDs of batches up to `batch_time`; they will not be read again."""
         for stream in self.streams:
             stream.forget(batch_time)
-        for source in self.inputs:
-            source.forget_plan(batch_time)

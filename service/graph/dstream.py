@@ -1,52 +1,65 @@
-"""The DStream graph: a DStream is a function from batch time to an RDD.
+"""The DStream graph: a DStream is a function from a batch plan to an RDD.
 
-This module is wiring only. Each operator returns a new `DStream` whose `compute(t)` applies one RDD
-transformation to its parents' RDDs for the same batch time. Operator bodies are plain functions
+This module is wiring only. Each operator returns a new `DStream` whose `compute(plan)` applies one
+RDD transformation to its parents' RDDs for the same batch. Operator bodies are plain functions
 (see `service.graph.functions`), and every shuffle has a fixed partition count, so the same
 journaled input gives the same output partitions on every replay.
+
+Whether a batch is certainly empty (so its outputs skip the Spark job) is one method,
+`is_empty(plan)`, which each kind of stream overrides where its rule differs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from functools import partial
+from typing import Any
 
 from service.graph import functions
+from service.graph.base import RDD, BatchFunction, GraphContext
+from service.graph.outputs import ForeachBatchOutput, SinkOutput
+from service.graph.plan import BatchPlan
+from sinks.base import Sink
 
-if TYPE_CHECKING:
-    from service.graph.context import StreamingContext
-    from sinks.base import Sink
+__all__ = ["RDD", "BatchFunction", "DStream", "TransformedDStream"]
 
-RDD = Any  # pyspark.RDD; kept as Any because pyspark's types are not followed (see pyproject).
-BatchFunction = Callable[[RDD, int], Any]
+Step = Callable[[list[RDD], int], RDD]
 
 
 class DStream:
     """A discretized stream: one RDD per batch time, computed lazily and remembered briefly."""
 
-    def __init__(self, ctx: StreamingContext, parents: list[DStream], kind: str) -> None:
+    def __init__(self, ctx: GraphContext, parents: list[DStream], kind: str) -> None:
         self.ctx = ctx
         self.parents = parents
+        self.children: list[DStream] = []
         self.kind = kind
         self.params: dict[str, Any] = {}
         self._rdds: dict[int, RDD] = {}
+        for parent in parents:
+            parent.children.append(self)
         self.node_id = ctx.register(self)
 
     # --- evaluation -----------------------------------------------------------------------
 
-    def compute(self, batch_time: int) -> RDD:
+    def compute(self, plan: BatchPlan) -> RDD:
+        """This stream's RDD for the batch `plan` describes (its time is `plan.batch_time`)."""
         raise NotImplementedError
 
-    def is_empty(self, batch_time: int) -> bool:
-        """True when the batch certainly yields no rows, so its outputs can skip the Spark job."""
-        return all(parent.is_empty(batch_time) for parent in self.parents)
+    def is_empty(self, plan: BatchPlan) -> bool:
+        """True when the batch certainly yields no rows, so its outputs can skip the Spark job.
 
-    def rdd_at(self, batch_time: int) -> RDD:
-        """The RDD of batch `batch_time`, computed once and shared by every consumer."""
-        rdd = self._rdds.get(batch_time)
+        Decided from the plan alone, never from data, so a replay decides the same. By default
+        a stream is empty when all its parents are.
+        """
+        return all(parent.is_empty(plan) for parent in self.parents)
+
+    def rdd_at(self, plan: BatchPlan) -> RDD:
+        """The RDD of batch `plan.batch_time`, computed once and shared by every consumer."""
+        rdd = self._rdds.get(plan.batch_time)
         if rdd is None:
-            rdd = self.compute(batch_time)
-            self._rdds[batch_time] = rdd
+            rdd = self.compute(plan)
+            self._rdds[plan.batch_time] = rdd
         return rdd
 
     def forget(self, batch_time: int) -> None:
@@ -69,10 +82,7 @@ class DStream:
 
     def transform(self, function: BatchFunction, kind: str = "transform") -> DStream:
         """`function(rdd, batch_time) -> rdd`: any RDD-to-RDD step; the batch time comes as data."""
-        stream = TransformedDStream(self.ctx, [self], kind, lambda rdds, t: function(rdds[0], t))
-        # The function may produce rows from nothing, so an empty input cannot skip it.
-        stream.empty_has_output = True
-        return stream
+        return GeneratingDStream(self.ctx, [self], kind, lambda rdds, t: function(rdds[0], t))
 
     def map(self, function: Callable[[Any], Any]) -> DStream:
         return self._pipe("map", lambda rdd: rdd.map(function))
@@ -133,9 +143,7 @@ class DStream:
             per_partition = rdd.mapPartitions(functions.count_iterator)
             return per_partition.union(zero).reduceByKey(functions.add, 1).map(functions.second)
 
-        stream = self._pipe("count", count_rdd)
-        stream.empty_has_output = True
-        return stream
+        return GeneratingDStream(self.ctx, [self], "count", lambda rdds, _t: count_rdd(rdds[0]))
 
     def coalesce(self, num_partitions: int) -> DStream:
         """Merges partitions without a shuffle (in partition order, so replays match)."""
@@ -162,28 +170,25 @@ class DStream:
 
     def join(self, other: DStream, num_partitions: int | None = None) -> DStream:
         """Inner join of two pair streams, batch by batch."""
-        return self._join(other, "join", num_partitions)
+        parts = self._partitions(num_partitions)
+        return InnerJoinDStream(self.ctx, self, other, parts)
 
     def left_outer_join(self, other: DStream, num_partitions: int | None = None) -> DStream:
-        return self._join(other, "left_outer_join", num_partitions)
+        """Every pair of this stream with the matching values of `other` (None where none)."""
+        parts = self._partitions(num_partitions)
+        return LeftOuterJoinDStream(self.ctx, self, other, parts)
 
     # --- output operations ----------------------------------------------------------------
 
     def foreach_batch(self, function: BatchFunction, name: str | None = None) -> None:
         """Runs `function(rdd, batch_time)` on the driver for every batch; not exactly-once."""
-        from service.graph.outputs import ForeachBatchOutput
-
         self.ctx.add_output(ForeachBatchOutput(self, function, name or f"foreach{self.node_id}"))
 
     def write(self, name: str, sink: Sink | None = None) -> None:
         """Writes every batch to `sink` (or the sink configured under `name`) exactly once."""
-        from service.graph.outputs import SinkOutput
-
         self.ctx.add_output(SinkOutput(self, name, sink or self.ctx.configured_sink(name)))
 
     # --- helpers --------------------------------------------------------------------------
-
-    empty_has_output = False
 
     def _pipe(self, kind: str, step: Callable[[RDD], RDD]) -> DStream:
         return TransformedDStream(self.ctx, [self], kind, lambda rdds, _t: step(rdds[0]))
@@ -191,44 +196,53 @@ class DStream:
     def _partitions(self, requested: int | None) -> int:
         return requested if requested is not None else self.ctx.default_partitions
 
-    def _join(self, other: DStream, kind: str, num_partitions: int | None) -> DStream:
-        parts = self._partitions(num_partitions)
-
-        def joined(rdds: list[RDD], _t: int) -> RDD:
-            left, right = rdds
-            if kind == "join":
-                return left.join(right, parts)
-            return left.leftOuterJoin(right, parts)
-
-        stream = TransformedDStream(self.ctx, [self, other], kind, joined)
-        stream.params["partitions"] = parts
-        if kind == "left_outer_join":
-            stream.empty_when = lambda t: self.is_empty(t)
-        return stream
-
 
 class TransformedDStream(DStream):
-    """A stream computed from its parents' RDDs of the same batch time by one step."""
+    """A stream computed from its parents' RDDs of the same batch by one step."""
 
-    def __init__(
-        self,
-        ctx: StreamingContext,
-        parents: list[DStream],
-        kind: str,
-        step: Callable[[list[RDD], int], RDD],
-    ) -> None:
+    def __init__(self, ctx: GraphContext, parents: list[DStream], kind: str, step: Step) -> None:
         super().__init__(ctx, parents, kind)
         self._step = step
-        self.empty_when: Callable[[int], bool] | None = None
 
-    def compute(self, batch_time: int) -> RDD:
-        return self._step([parent.rdd_at(batch_time) for parent in self.parents], batch_time)
+    def compute(self, plan: BatchPlan) -> RDD:
+        rdds = [parent.rdd_at(plan) for parent in self.parents]
+        return self._step(rdds, plan.batch_time)
 
-    def is_empty(self, batch_time: int) -> bool:
-        if self.empty_has_output:
-            return False
-        if self.empty_when is not None:
-            return self.empty_when(batch_time)
-        if self.kind == "join":
-            return any(parent.is_empty(batch_time) for parent in self.parents)
-        return super().is_empty(batch_time)
+
+class GeneratingDStream(TransformedDStream):
+    """A step that may produce rows from an empty input (`transform`, `count`): never skipped."""
+
+    def is_empty(self, plan: BatchPlan) -> bool:
+        return False
+
+
+class InnerJoinDStream(TransformedDStream):
+    """An inner join: empty as soon as either side is, since every row needs a match."""
+
+    def __init__(self, ctx: GraphContext, left: DStream, right: DStream, partitions: int) -> None:
+        super().__init__(ctx, [left, right], "join", partial(_join, partitions))
+        self.params["partitions"] = partitions
+
+    def is_empty(self, plan: BatchPlan) -> bool:
+        return any(parent.is_empty(plan) for parent in self.parents)
+
+
+class LeftOuterJoinDStream(TransformedDStream):
+    """A left outer join: every left row appears, so it is empty exactly when the left is."""
+
+    def __init__(self, ctx: GraphContext, left: DStream, right: DStream, partitions: int) -> None:
+        super().__init__(ctx, [left, right], "left_outer_join", partial(_left_join, partitions))
+        self.params["partitions"] = partitions
+
+    def is_empty(self, plan: BatchPlan) -> bool:
+        return self.parents[0].is_empty(plan)
+
+
+def _join(partitions: int, rdds: list[RDD], _batch_time: int) -> RDD:
+    left, right = rdds
+    return left.join(right, partitions)
+
+
+def _left_join(partitions: int, rdds: list[RDD], _batch_time: int) -> RDD:
+    left, right = rdds
+    return left.leftOuterJoin(right, partitions)

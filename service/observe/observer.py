@@ -13,9 +13,10 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from service.config.settings import BackpressureSettings, Settings
-from service.driver.lifecycle import BatchOutcome, BatchPlan
-from service.driver.wiring import DEAD_LETTER_SUFFIX
-from service.graph.sources import parse_input_counter_key
+from service.graph.base import BatchOutcome
+from service.graph.counters import DecodeErrors, InputRecords
+from service.graph.outputs import DEAD_LETTER_SUFFIX
+from service.graph.plan import BatchPlan
 from service.observe import logs
 from service.observe.backpressure import PidGains, RateController
 from service.observe.metrics import Metrics
@@ -162,18 +163,17 @@ class Observer:
             batch_time_ms=batch_time,
         )
         for key, count in outcome.counters.items():
-            where = parse_input_counter_key(key)
-            if where is not None:
-                m.add_input_records(where[0], where[1], count)
+            match key:
+                case InputRecords(topic, partition):
+                    m.add_input_records(topic, partition, count)
+                case DecodeErrors(topic):
+                    m.add_decode_errors(topic, count)
         for result in outcome.outputs:
             m.add_output_records(result.name, result.rows)
             if self.dead_letter_topic and result.name.endswith(DEAD_LETTER_SUFFIX) and result.rows:
                 m.add_dead_letters(self.dead_letter_topic, result.rows)
             if result.skipped_partitions:
                 m.add_duplicate_writes_suppressed(result.name, result.skipped_partitions)
-        for key, count in outcome.counters.items():
-            if key.startswith("decode\t"):
-                m.add_decode_errors(key.split("\t", 1)[1], count)
         if self.lag_source is not None:
             try:
                 lags = self.lag_source()

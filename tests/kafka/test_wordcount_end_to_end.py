@@ -89,11 +89,10 @@ def test_word_count_is_exact_per_batch_and_replays_identically(
     replay_ctx = build_word_count(sc, kafka_bootstrap, topic, tmp_path / "replay")
     replay = BatchLifecycle(replay_ctx, journal=None)
     replay.setup_outputs()
-    from service.driver.lifecycle import BatchPlan
+    from service.driver.recovery import journaled_plan
 
     for t in batch_times:
-        record = state.planned[t]
-        replay.replay(BatchPlan(t, record.ranges, {}))
+        replay.replay(journaled_plan(state.planned[t], replay_ctx))
     for t in batch_times:
         first = sorted(p.read_bytes() for p in sink.batch_dir("counts", t).glob("part-*"))
         again = FileSink(tmp_path / "replay").batch_dir("counts", t)
