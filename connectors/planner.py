@@ -202,18 +202,18 @@ class OffsetPlanner:
     # -- planning
 
     def plan(
-        self, batch_time_ms: int, interval_ms: int, rate_override: float | None = None
+        self, batch_time_ms: int, interval_ms: int, rate: float | None = None
     ) -> list[OffsetRange]:
         """The ranges of batch `batch_time_ms`, sorted by topic and partition, empty ones kept.
 
-        `rate_override` (records/s per partition, e.g. from backpressure) is capped by
+        `rate` (records/s per partition, e.g. from backpressure) is capped by
         `max_rate_per_partition`; `None` means the configured maximum alone.
         """
         if interval_ms <= 0:
             msg = f"batch interval must be > 0 ms, got {interval_ms}"
             raise ValueError(msg)
-        _check_rate("rate_override", rate_override)
-        budget = _budget(_effective_rate(self._max_rate, rate_override), interval_ms)
+        _check_rate("rate", rate)
+        budget = _budget(_effective_rate(self._max_rate, rate), interval_ms)
         partitions = self._discover()
         marks = self._metadata.watermarks(partitions)
         new = [tp for tp in partitions if tp not in self._next]
