@@ -186,17 +186,17 @@ def test_rate_budget(rate: float, interval_ms: int, budget: int) -> None:
     assert ranges[0].count == budget
 
 
-def test_rate_override_is_capped_by_the_maximum(meta: FakeMetadata) -> None:
-    assert planner(meta, rate=10.0).plan(T0, SECOND, rate_override=3.0)[0].count == 3
-    assert planner(meta, rate=10.0).plan(T0, SECOND, rate_override=50.0)[0].count == 10
-    assert planner(meta).plan(T0, SECOND, rate_override=7.0)[0].count == 7
+def test_the_backpressure_rate_is_capped_by_the_maximum(meta: FakeMetadata) -> None:
+    assert planner(meta, rate=10.0).plan(T0, SECOND, rate=3.0)[0].count == 3
+    assert planner(meta, rate=10.0).plan(T0, SECOND, rate=50.0)[0].count == 10
+    assert planner(meta).plan(T0, SECOND, rate=7.0)[0].count == 7
 
 
 def test_invalid_rates_and_intervals_are_rejected(meta: FakeMetadata) -> None:
     with pytest.raises(ConfigError, match="max_rate_per_partition"):
         planner(meta, rate=-1.0)
-    with pytest.raises(ConfigError, match="rate_override"):
-        planner(meta).plan(T0, SECOND, rate_override=float("nan"))
+    with pytest.raises(ConfigError, match="rate"):
+        planner(meta).plan(T0, SECOND, rate=float("nan"))
     with pytest.raises(ValueError, match="interval"):
         planner(meta).plan(T0, 0)
 
