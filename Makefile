@@ -24,6 +24,8 @@ sysdeps:
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports --no-logo
+	$(PY) devtools/check_function_length.py $(PACKAGES)
 
 format: venv
 	$(VENV)/bin/ruff check --fix .

@@ -29,6 +29,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from connectors.planner import StartingOffsets  # noqa: E402
 from service.driver.lifecycle import BatchLifecycle  # noqa: E402
 from service.driver.recovery import JournalLog  # noqa: E402
 from service.graph.context import StreamingContext  # noqa: E402
@@ -116,7 +117,7 @@ def run_dstreams(
         "lines",
         {"bootstrap.servers": bootstrap, "group.id": "bench"},
         topics=[topic],
-        starting_offsets="earliest",
+        starting_offsets=StartingOffsets.earliest(),
         max_rate_per_partition=batch_lines // PARTITIONS,
     ).values()
     sink = FileSink(workdir / "out")

@@ -8,7 +8,20 @@ from typing import Any
 
 @dataclass(frozen=True, order=True)
 class OffsetRange:
-    """Records `[from_offset, until_offset)` of one topic partition."""
+    """Records `[from_offset, until_offset)` of one topic partition.
+
+    >>> r = OffsetRange("clicks", 0, 100, 110)
+    >>> r.count, r.topic_partition
+    (10, ('clicks', 0))
+    >>> [(part.from_offset, part.until_offset) for part in r.split(3)]
+    [(100, 104), (104, 107), (107, 110)]
+    >>> OffsetRange.from_json(r.to_json()) == r
+    True
+    >>> OffsetRange("clicks", 0, 110, 100)
+    Traceback (most recent call last):
+    ...
+    ValueError: offset range clicks-0 is invalid: from=110 until=100; expected 0 <= from <= until
+    """
 
     topic: str
     partition: int

@@ -1,4 +1,6 @@
-"""Driver-side planning of the Kafka offset ranges a batch covers (DESIGN.md §3, step 1).
+"""Driver-side planning of the Kafka offset ranges a batch covers.
+
+This is step 1 of docs/architecture.md, "The batch lifecycle".
 
 For every source partition: `from` is the previous batch's `until` (or the starting-offsets policy
 the first time a partition is seen), `until` is the smaller of the last stable offset and `from`
@@ -125,36 +127,6 @@ class StartingOffsets:
     ) -> StartingOffsets:
         return cls("explicit", offsets=dict(offsets), fallback=fallback)
 
-    @classmethod
-    def parse(cls, value: Any, fallback: Fallback = "earliest") -> StartingOffsets:
-        """From config: a policy name, a timestamp in ms, or `{topic: {partition: offset}}`."""
-        if value == "earliest":
-            return cls.earliest()
-        if value == "latest":
-            return cls.latest()
-        if value == "committed":
-            return cls.committed(fallback)
-        if isinstance(value, int) and not isinstance(value, bool):
-            return cls.at_timestamp(value)
-        if isinstance(value, Mapping):
-            return cls.explicit(_parse_explicit(value), fallback)
-        msg = (
-            f"starting offsets {value!r} not understood; expected 'earliest', 'latest', "
-            "'committed', a timestamp in ms, or {topic: {partition: offset}}"
-        )
-        raise ConfigError(msg)
-
-
-def _parse_explicit(value: Mapping[Any, Any]) -> dict[TopicPartition, int]:
-    offsets: dict[TopicPartition, int] = {}
-    for topic, per_partition in value.items():
-        if not isinstance(per_partition, Mapping):
-            msg = f"explicit starting offsets for topic {topic!r} must map partition -> offset"
-            raise ConfigError(msg)
-        for partition, offset in per_partition.items():
-            offsets[(str(topic), int(partition))] = int(offset)
-    return offsets
-
 
 # --- the planner -------------------------------------------------------------------------------
 
@@ -230,18 +202,18 @@ class OffsetPlanner:
     # -- planning
 
     def plan(
-        self, batch_time_ms: int, interval_ms: int, rate_override: float | None = None
+        self, batch_time_ms: int, interval_ms: int, rate: float | None = None
     ) -> list[OffsetRange]:
         """The ranges of batch `batch_time_ms`, sorted by topic and partition, empty ones kept.
 
-        `rate_override` (records/s per partition, e.g. from backpressure) is capped by
+        `rate` (records/s per partition, e.g. from backpressure) is capped by
         `max_rate_per_partition`; `None` means the configured maximum alone.
         """
         if interval_ms <= 0:
             msg = f"batch interval must be > 0 ms, got {interval_ms}"
             raise ValueError(msg)
-        _check_rate("rate_override", rate_override)
-        budget = _budget(_effective_rate(self._max_rate, rate_override), interval_ms)
+        _check_rate("rate", rate)
+        budget = _budget(_effective_rate(self._max_rate, rate), interval_ms)
         partitions = self._discover()
         marks = self._metadata.watermarks(partitions)
         new = [tp for tp in partitions if tp not in self._next]
@@ -435,6 +407,12 @@ def split_ranges(ranges: Sequence[OffsetRange], min_partitions: int) -> list[Off
     Each range gets `ceil(count * min_partitions / total)` pieces: the shares add up to at least
     `min_partitions`, and a range below its share (`count <= total / min_partitions`) stays
     whole. Empty ranges are dropped. The result is sorted, so it is the same on every replay.
+
+    >>> ranges = [OffsetRange("t", 0, 0, 90), OffsetRange("t", 1, 5, 5), OffsetRange("t", 2, 0, 10)]
+    >>> [(r.partition, r.from_offset, r.until_offset) for r in split_ranges(ranges, 4)]
+    [(0, 0, 23), (0, 23, 46), (0, 46, 68), (0, 68, 90), (2, 0, 10)]
+    >>> len(split_ranges(ranges, 2))  # two non-empty ranges already make two partitions
+    2
     """
     non_empty = sorted(r for r in ranges if r.count > 0)
     total = sum(r.count for r in non_empty)
@@ -493,12 +471,14 @@ class ConfluentMetadata:
     def _topics(self) -> dict[str, Any]:
         from confluent_kafka import KafkaException
 
+        from connectors.kafka_client import is_transient
+
         try:
             cluster = self._consumer.list_topics(timeout=self._timeout_s)
         except KafkaException as exc:
             # While a broker fails over, metadata can time out; the partitions seen last are
             # still right, and their offsets are asked (and may be skipped) one by one.
-            if self._last_topics is None or not _transient(exc.args[0]):
+            if self._last_topics is None or not is_transient(exc.args[0]):
                 raise
             logger.warning("Kafka metadata unavailable now (%s); using the last known", exc)
             return self._last_topics
@@ -531,12 +511,15 @@ class ConfluentMetadata:
     def _watermarks_of(self, tp: TopicPartition) -> Watermarks | None:
         from confluent_kafka import KafkaException, TopicPartition
 
+        from connectors.kafka_client import is_transient
+
         try:
             marks = self._consumer.get_watermark_offsets(
                 TopicPartition(tp[0], tp[1]), timeout=self._watermark_timeout_s, cached=False
             )
         except KafkaException as exc:
-            if not _transient(exc.args[0]):
+            # Skipping a partition for one batch loses nothing: the next batch takes its records.
+            if not is_transient(exc.args[0]):
                 raise
             logger.warning("offsets of %s-%d unavailable now (%s); retrying next batch", *tp, exc)
             return None
@@ -568,30 +551,6 @@ class ConfluentMetadata:
         query = [TopicPartition(t, p) for t, p in partitions]
         found = self._consumer.committed(query, timeout=self._timeout_s)
         return {(r.topic, r.partition): _offset_or_none(r) for r in found}
-
-
-def _transient(error: Any) -> bool:
-    """A Kafka error worth waiting out: all but the fatal ones and those no wait can cure.
-
-    While brokers fail over or restart, librdkafka reports many local errors that it does not
-    flag retriable (a timeout, a broken connection, every broker down, an "unknown partition"
-    whose leader its metadata lost, a broker handle destroyed as the cluster's membership
-    changes); they pass. A planner that skips a partition for one batch loses nothing: the next
-    batch takes its records. Authentication and authorization failures and bad arguments do not
-    pass, and stop the service with the error.
-    """
-    from confluent_kafka import KafkaError
-
-    permanent = {
-        KafkaError._AUTHENTICATION,  # noqa: SLF001 - librdkafka's public local error codes
-        KafkaError._INVALID_ARG,  # noqa: SLF001
-        KafkaError._SSL,  # noqa: SLF001
-        KafkaError.SASL_AUTHENTICATION_FAILED,
-        KafkaError.TOPIC_AUTHORIZATION_FAILED,
-        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
-        KafkaError.GROUP_AUTHORIZATION_FAILED,
-    }
-    return not error.fatal() and error.code() not in permanent
 
 
 def _offset_or_none(result: Any) -> int | None:

@@ -14,13 +14,13 @@ topics have holes, so offsets jump and a range may hold fewer records than offse
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 from connectors.codecs import Codec, DecodeError, resolve_codec
 from connectors.offsets import OffsetRange
+from connectors.process_cache import ConfKey, ProcessCache, conf_key
 from service.errors import DataLoss, DStreamsError
 
 logger = logging.getLogger(__name__)
@@ -37,7 +37,7 @@ _FORCED: dict[str, Any] = {
 }
 # Defaults a job may override, both measured here:
 # - fetch.queue.backoff.ms: librdkafka's default (1000) held a consumer to ~190k records/s,
-#   10 ms gave ~760k (DESIGN.md §9).
+#   10 ms gave ~760k (docs/architecture.md, Performance notes).
 # - fetch.wait.max.ms: a fetch that reaches the log end waits this long on the broker, and the
 #   next range's first fetch cannot start until it returns. At the default (500) every range
 #   read after one that reached the end took 0.5 s longer; at 10 ms, 0.01 s. The cost is only
@@ -87,64 +87,15 @@ class ReadStalled(DStreamsError):
 # --- the consumer cache ------------------------------------------------------------------------
 
 
-class _ConsumerCache:
-    """One Consumer per connection config in this process; Spark runs one task at a time per
-    Python worker, so a consumer is never used by two reads at once."""
-
-    def __init__(self) -> None:
-        self._pid = os.getpid()
-        self._consumers: dict[tuple[tuple[str, str], ...], Any] = {}
-
-    def get(self, conf: Mapping[str, Any]) -> Any:
-        self._forget_if_forked()
-        key = _conf_key(conf)
-        consumer = self._consumers.get(key)
-        if consumer is None:
-            consumer = _new_consumer(conf)
-            self._consumers[key] = consumer
-        return consumer
-
-    def evict(self, conf: Mapping[str, Any]) -> None:
-        """Drop and close the consumer of `conf`, so the next read starts from a clean one."""
-        consumer = self._consumers.pop(_conf_key(conf), None)
-        if consumer is not None:
-            _close_quietly(consumer)
-
-    def close_all(self) -> None:
-        self._forget_if_forked()
-        while self._consumers:
-            _close_quietly(self._consumers.popitem()[1])
-
-    def __len__(self) -> int:
-        return len(self._consumers)
-
-    def _forget_if_forked(self) -> None:
-        # A forked child inherits the parent's handles but not librdkafka's threads: using or
-        # closing them would hang, so the child simply starts its own.
-        if os.getpid() != self._pid:
-            self._pid = os.getpid()
-            self._consumers = {}
-
-
-def _conf_key(conf: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
-    # repr() so that unhashable values cannot break the cache; callbacks compare by identity.
-    return tuple(sorted((str(k), repr(v)) for k, v in conf.items()))
-
-
 def _new_consumer(conf: Mapping[str, Any]) -> Any:
     from confluent_kafka import Consumer
 
     return Consumer({**_DEFAULTS, **conf, **_FORCED})
 
 
-def _close_quietly(consumer: Any) -> None:
-    try:
-        consumer.close()
-    except Exception as exc:  # best effort: the handle is dropped anyway
-        logger.debug("closing a cached Kafka consumer failed: %s", exc)
-
-
-_CACHE = _ConsumerCache()
+# One Consumer per connection config in this process; Spark runs one task at a time per Python
+# worker, so a consumer is never used by two reads at once.
+_CACHE: ProcessCache[ConfKey, Any] = ProcessCache(close=lambda consumer: consumer.close())
 
 
 def close_consumers() -> None:
@@ -183,12 +134,13 @@ def read_range(
     codec = resolve_codec(codec_name)
     if r.count == 0:
         return
-    consumer = _CACHE.get(conf)
+    key = conf_key(conf)
+    consumer = _CACHE.get(key, lambda: _new_consumer(conf))
     try:
         yield from _fetch(consumer, r, codec, stall_timeout_s, values_only)
     except Exception:
         # After an error the consumer's state is unknown; the retried task gets a fresh one.
-        _CACHE.evict(conf)
+        _CACHE.evict(key)
         raise
 
 
@@ -275,20 +227,16 @@ def _decode_batch(
 ) -> list[Any]:
     """The records of one consume() call that belong to the range, in order.
 
-    The hot loop of the source: it keeps to local variables and builds the tuples directly,
-    which makes it about twice as fast as calling a helper per record. With `values_only`, a
-    good record is just its decoded value (no metadata calls, no tuple); failures stay
-    `SourceRecord`s so they can still become dead letters.
-    """
+    The source's hot loop: local variables and tuples built in place (twice as fast as a helper
+    per record). With `values_only` a good record is just its value; failures stay
+    `SourceRecord`s so they can still become dead letters."""
     r = progress.range
     topic, partition, until = r.topic, r.partition, r.until_offset
     next_offset = progress.next_offset
     records: list[Any] = []
     for message in messages:
         if message.error() is not None:
-            progress.advance(next_offset)
-            _on_event(message, progress)
-            next_offset = progress.next_offset
+            next_offset = _after_event(message, progress, next_offset)
             continue
         offset = message.offset()
         if offset >= until:  # the first record after a gap that spans `until`
@@ -296,28 +244,31 @@ def _decode_batch(
             break
         if offset < next_offset:  # never hand out a record twice
             continue
-        raw = message.value()
         try:
-            value = codec(raw)
+            value = codec(message.value())
         except DecodeError as exc:
             records.append(_undecodable(message, offset, progress, exc.reason))
         else:
             if values_only:
                 records.append(value)
-                next_offset = offset + 1
-                if next_offset >= until:
-                    break
-                continue
-            kind, timestamp = message.timestamp()
-            # kind 0 is TIMESTAMP_NOT_AVAILABLE; error and raw stay None for a good record.
-            timestamp_ms = timestamp if kind else None
-            fields = (topic, partition, offset, timestamp_ms, message.key(), value, None, None)
-            records.append(_new_record(SourceRecord, fields))
+            else:
+                kind, timestamp = message.timestamp()
+                # kind 0 is TIMESTAMP_NOT_AVAILABLE; error and raw stay None for a good record.
+                stamp = timestamp if kind else None
+                fields = (topic, partition, offset, stamp, message.key(), value, None, None)
+                records.append(_new_record(SourceRecord, fields))
         next_offset = offset + 1
         if next_offset >= until:
             break
     progress.advance(next_offset)
     return records
+
+
+def _after_event(message: Any, progress: _Progress, next_offset: int) -> int:
+    """Handles an error or EOF event met at `next_offset`; where reading goes on from."""
+    progress.advance(next_offset)
+    _on_event(message, progress)
+    return progress.next_offset
 
 
 # NamedTuple's generated __new__ is a Python function handling defaults; building the tuple
@@ -338,16 +289,18 @@ def _undecodable(message: Any, offset: int, progress: _Progress, reason: str) ->
 
 def _on_event(message: Any, progress: _Progress) -> None:
     """An error or EOF event from the consumer: note where the partition ends, or fail."""
-    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka import KafkaException
+
+    from connectors.kafka_client import AUTO_OFFSET_RESET, PARTITION_EOF, is_retriable
 
     error = message.error()
     code = error.code()
     r = progress.range
-    if code == KafkaError._PARTITION_EOF:  # noqa: SLF001 - the client's public name
+    if code == PARTITION_EOF:
         progress.end_seen = message.offset()
         progress.advance(message.offset())
         return
-    if code == KafkaError._AUTO_OFFSET_RESET:  # noqa: SLF001 - the client's public name
+    if code == AUTO_OFFSET_RESET:
         msg = (
             f"offsets of {r.topic}-{r.partition} from {progress.next_offset} (range "
             f"[{r.from_offset}, {r.until_offset})) are no longer stored: retention deleted "
@@ -355,7 +308,7 @@ def _on_event(message: Any, progress: _Progress) -> None:
             "or the job's rate; these records cannot be recovered"
         )
         raise DataLoss(msg)
-    if error.fatal() or not error.retriable():
+    if not is_retriable(error):
         raise KafkaException(error)
     # Transient (a broker restarting, a leader moving): the client retries by itself, and the
     # stall deadline bounds how long we let it.

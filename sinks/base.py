@@ -1,12 +1,18 @@
-"""The sink contract: two small idempotent methods.
+"""The sink contract: idempotent writes keyed by `BatchKey`, and the driver's commit.
 
-A batch's output is written in three steps:
+A `Sink` has four methods and one attribute. A batch's output is written in three steps:
 
-1. On executors, task `p` of batch `t` calls ``sink.write(BatchKey(app, output, t, p), rows)``.
-   The write is idempotent on the key and atomic with the sink's own marker for that key: either the
-   marker and all rows are committed, or neither is. A key already committed is skipped.
-2. When every task has finished, the driver calls ``sink.commit(t, partitions)``; idempotent too.
-3. Only then does the driver journal the batch as completed.
+1. On the driver, once at start-up: ``sink.setup(app, output)`` creates what the sink writes to.
+2. Task `p` of batch `t` calls ``sink.write(BatchKey(app, output, t, p), rows)``: on an executor,
+   or on the driver, after collecting the partition, when ``sink.writes_on_driver`` is true (for
+   sinks whose state lives in the driver process: the console, the in-memory test sink). The write
+   is idempotent on the key and atomic with the sink's own marker for that key: either the marker
+   and all rows are committed, or neither is. A key already committed is skipped.
+3. When every task has finished, the driver calls ``sink.commit(app, output, t, partitions)``;
+   idempotent too. Only then does the driver journal the batch as completed.
+
+At shutdown the driver calls ``sink.close()``, which releases the clients and connections the
+sink opened in the driver process. It is idempotent, and a sink used after it opens new ones.
 
 Sinks are pickled to executors, so they hold configuration only; connections are opened lazily on
 the executor and cached per process.
@@ -21,7 +27,19 @@ from typing import Any, Protocol, runtime_checkable
 
 @dataclass(frozen=True, order=True)
 class BatchKey:
-    """Names one task's share of one batch of one output; the unit of idempotence."""
+    """Names one task's share of one batch of one output; the unit of idempotence.
+
+    >>> key = BatchKey("wordcount", "counts", 1_700_000_000_000, 3)
+    >>> key.to_json()
+    {'app': 'wordcount', 'output': 'counts', 'batch_time': 1700000000000, 'partition': 3}
+    >>> BatchKey.from_json(key.to_json()) == key
+    True
+
+    Keys order by app, output, batch time, then partition:
+
+    >>> sorted([BatchKey("a", "o", 2000, 0), BatchKey("a", "o", 1000, 1)])[0].batch_time
+    1000
+    """
 
     app: str
     output: str
@@ -53,13 +71,21 @@ class WriteResult:
 
 @runtime_checkable
 class Sink(Protocol):
-    """A destination that commits each `BatchKey` exactly once."""
+    """A destination that commits each `BatchKey` exactly once (see the module docstring)."""
+
+    @property
+    def writes_on_driver(self) -> bool:
+        """True: `write` runs in the driver process on collected rows; False: on executors."""
+        ...
 
     def setup(self, app: str, output: str) -> None:
         """Driver-side, once at start-up: create tables/topics/folders, check limits."""
 
     def write(self, key: BatchKey, rows: Iterable[Any]) -> WriteResult:
-        """Executor-side: commit `rows` under `key` unless `key` is already committed."""
+        """Commit `rows` under `key` unless `key` is already committed."""
 
     def commit(self, app: str, output: str, batch_time: int, partitions: int) -> None:
-        """Driver-side: mark batch `batch_time` complete for this output. Idempotent."""
+        """Driver-side: check or mark batch `batch_time` complete for this output. Idempotent."""
+
+    def close(self) -> None:
+        """Driver-side, at shutdown: release this process's clients. Idempotent."""

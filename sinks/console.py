@@ -12,7 +12,7 @@ from sinks.base import BatchKey, WriteResult
 class ConsoleSink:
     """Shows up to `max_rows` rows of each batch partition on standard output."""
 
-    driver_side = True
+    writes_on_driver = True  # the driver's standard output is the one people watch
 
     def __init__(self, max_rows: int = 10) -> None:
         self.max_rows = max_rows
@@ -33,4 +33,8 @@ class ConsoleSink:
         return WriteResult(rows=total)
 
     def commit(self, app: str, output: str, batch_time: int, partitions: int) -> None:
+        sys.stdout.flush()
+
+    def close(self) -> None:
+        """Nothing to release but what is still buffered."""
         sys.stdout.flush()

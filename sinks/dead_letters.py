@@ -70,7 +70,12 @@ class DeadLetter:
 
 
 def error_type_name(error: BaseException) -> str:
-    """`ValueError` for builtins, `module.Qualified.Name` for everything else."""
+    """`ValueError` for builtins, `module.Qualified.Name` for everything else.
+
+    >>> from service.errors import SinkError
+    >>> error_type_name(ValueError("bad")), error_type_name(SinkError("full"))
+    ('ValueError', 'service.errors.SinkError')
+    """
     kind = type(error)
     if kind.__module__ == "builtins":
         return kind.__qualname__

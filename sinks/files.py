@@ -1,13 +1,15 @@
 """Files sink: `<root>/<output>/t=<batch_time>/part-<p>.jsonl`, one JSON value per line.
 
-Each part is written to a temporary name, fsynced and renamed, so a part file that exists is
-complete; its presence is the marker that makes `write` idempotent. Lines are sorted, so a
-replayed batch writes identical bytes whatever order its rows arrived in. A batch is visible once
-its `_SUCCESS` file exists.
+Each part is written to a temporary name, fsynced, and published under its final name with a
+hard link, which fails if the name exists: a part file that exists is complete, and of concurrent
+copies of one task exactly one publishes (the others report a skip). Its presence is the marker
+that makes `write` idempotent. Lines are sorted, so a replayed batch writes identical bytes
+whatever order its rows arrived in. A batch is visible once its `_SUCCESS` file exists.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import uuid
@@ -23,12 +25,18 @@ SUCCESS = "_SUCCESS"
 
 
 def encode_row(row: Any) -> str:
-    """One row as a canonical JSON line (tuples become arrays, keys sorted)."""
+    """One row as a canonical JSON line (tuples become arrays, keys sorted).
+
+    >>> encode_row(("word", {"z": 1, "y": 2}))
+    '["word",{"y":2,"z":1}]'
+    """
     return json.dumps(row, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
 class FileSink:
     """Writes each batch of an output as a folder of JSON-lines part files."""
+
+    writes_on_driver = False
 
     def __init__(self, root: str | Path) -> None:
         self.root = str(root)
@@ -48,7 +56,8 @@ class FileSink:
             return WriteResult(rows=0, skipped=True)
         lines = sorted(encode_row(row) for row in rows)
         payload = "".join(line + "\n" for line in lines).encode()
-        _write_atomically(target, payload)
+        if not _publish_new(target, payload):
+            return WriteResult(rows=0, skipped=True)  # a concurrent copy of the task was first
         return WriteResult(rows=len(lines))
 
     def commit(self, app: str, output: str, batch_time: int, partitions: int) -> None:
@@ -63,7 +72,12 @@ class FileSink:
             )
             raise SinkError(msg)
         marker = json.dumps({"app": app, "batch_time": batch_time, "partitions": partitions})
-        _write_atomically(folder / SUCCESS, marker.encode())
+        target = folder / SUCCESS
+        os.replace(_durable_temp(target, marker.encode()), target)  # the same bytes every time
+        _fsync_dir(folder)
+
+    def close(self) -> None:
+        """Nothing to release: every file is closed by the call that wrote it."""
 
     def committed_batches(self, output: str) -> list[int]:
         """Batch times whose `_SUCCESS` exists, in order."""
@@ -79,17 +93,38 @@ class FileSink:
         return rows
 
 
-def _write_atomically(target: Path, payload: bytes) -> None:
+# Hard links are refused by some file systems (e.g. SMB shares, FAT); there a part is renamed
+# into place, which may replace a concurrent copy's identical bytes.
+_NO_HARD_LINKS = frozenset({errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV})
+
+
+def _publish_new(target: Path, payload: bytes) -> bool:
+    """Make `payload` the file `target` unless `target` exists; False if it already did."""
+    temp = _durable_temp(target, payload)
+    faults.crash_point("sink-mid-write")
+    try:
+        os.link(temp, target)  # unlike exists-then-rename, one step: only one copy can win
+    except FileExistsError:
+        return False
+    except OSError as exc:
+        if exc.errno not in _NO_HARD_LINKS:
+            raise
+        os.replace(temp, target)
+    finally:
+        temp.unlink(missing_ok=True)
+    _fsync_dir(target.parent)
+    return True
+
+
+def _durable_temp(target: Path, payload: bytes) -> Path:
+    """`payload` in an fsynced temporary file next to `target` (hidden by its leading dot)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     temp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
     with open(temp, "wb") as handle:
         handle.write(payload)
         handle.flush()
         os.fsync(handle.fileno())
-    if target.name != SUCCESS:  # a task's part file; `_SUCCESS` is the driver's commit
-        faults.crash_point("sink-mid-write")
-    os.replace(temp, target)
-    _fsync_dir(target.parent)
+    return temp
 
 
 def _fsync_dir(folder: Path) -> None:

@@ -2,12 +2,12 @@
 
 ``write(BatchKey(app, output, t, p), rows)`` runs on an executor:
 
-1. Take this process's transactional producer, ``transactional.id = dstreams-<app>-<output>-<p>``,
+1. Take this process's transactional producer, ``transactional.id = dstreams.<app>.<output>.<p>``,
    or create it. Its ``init_transactions()`` (once per producer) fences every older producer with
    the same id (a Spark retry, a speculative copy, a zombie from before a driver crash) and aborts
    any transaction such a producer left open. Task ``p`` runs on whichever Python worker is free,
    so a cached producer is often fenced by another worker's; a host-local note of the last owner
-   of each id (`sinks.kafka_markers.ProducerOwners`) replaces it before it wastes a transaction.
+   of each id (`sinks.kafka_producers.ProducerOwners`) replaces it before it wastes a transaction.
 2. Read the last committed marker of ``(output, p)`` with a ``read_committed`` consumer (see
    `sinks.kafka_markers`), or take the one this producer read or committed last: nobody else can
    commit for its transactional.id without fencing it. If it is ``>= t``, skip: return
@@ -39,24 +39,34 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any, Literal, NamedTuple
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
+from connectors.kafka_client import (
+    TopicRole,
+    TopicSpec,
+    broker_transaction_limit,
+    check_topic_name,
+    ensure_topic,
+    is_fenced,
+    partition_count,
+)
 from service import faults
 from service.errors import ConfigError, SinkError
 from sinks.base import BatchKey, WriteResult
 from sinks.kafka_markers import (
+    MARKER_TOPIC,
     MARKER_TOPIC_CONFIG,
     Marker,
-    TransactionalProducer,
-    broker_transaction_limit,
-    check_topic_name,
-    client_settings,
+    close_marker_readers,
     default_marker_topic,
-    discard_producer,
-    ensure_topic,
     marker_reader,
-    partition_count,
+)
+from sinks.kafka_producers import (
+    TransactionalProducer,
+    client_settings,
+    close_producers,
+    discard_producer,
     transactional_producer,
 )
 
@@ -71,12 +81,7 @@ RESERVED_SETTINGS = frozenset(
 MAX_ATTEMPTS = 5
 
 _LOG = logging.getLogger(__name__)
-
-
-# A newer producer with the same transactional.id exists: this one can never commit again.
-_FENCING_ERRORS = frozenset(
-    {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}  # noqa: SLF001
-)
+OUTPUT_TOPIC = TopicRole("output topic", SinkError)
 
 
 class _Outcome(enum.Enum):
@@ -102,8 +107,11 @@ class KafkaSink:
     (``bootstrap.servers``, ``security.protocol``, ``sasl.*``, ...). ``marker_topic`` defaults to
     ``dstreams.markers.<app>.<output>`` and must not be shared between outputs; it needs a partition
     per task of the output: ``marker_partitions``, by default ``partitions``. The sink pickles as
-    configuration only; clients live in a per-process cache (`sinks.kafka_markers`).
+    configuration only; clients live in per-process caches (`sinks.kafka_producers`,
+    `sinks.kafka_markers`).
     """
+
+    writes_on_driver = False
 
     def __init__(
         self,
@@ -165,17 +173,16 @@ class KafkaSink:
             )
             raise ConfigError(msg)
         rf = self.replication_factor
-        ensure_topic(admin, self.topic, self.partitions, rf, {}, grow=False)
+        ensure_topic(admin, TopicSpec(self.topic, self.partitions, rf), OUTPUT_TOPIC, "keep")
         # Growing the marker topic is safe: task p uses marker partition p whatever the count.
-        ensure_topic(
-            admin, marker_topic, self.marker_partitions, rf, MARKER_TOPIC_CONFIG, grow=True
-        )
+        markers = TopicSpec(marker_topic, self.marker_partitions, rf, MARKER_TOPIC_CONFIG)
+        ensure_topic(admin, markers, MARKER_TOPIC, "grow")
 
     def commit(self, app: str, output: str, batch_time: int, partitions: int) -> None:
         """Raise `SinkError` unless every partition's last committed marker is `>= batch_time`."""
         topic = self.marker_topic_for(app, output)
         reader = marker_reader(self.conf)
-        available = min(partitions, partition_count(reader.consumer, topic))
+        available = min(partitions, partition_count(reader.tail.consumer, topic))
         expected = [Marker(app, output, p, batch_time) for p in range(available)]
         found = dict.fromkeys(range(partitions)) | reader.last_of(topic, expected)
         missing = {p: t for p, t in found.items() if t is None or t < batch_time}
@@ -187,6 +194,14 @@ class KafkaSink:
                 "write job (writes are idempotent) before completing the batch"
             )
             raise SinkError(msg)
+
+    def close(self) -> None:
+        """Close this process's cached producers and marker readers.
+
+        The cache is shared by every Kafka sink of the process, so this releases theirs too; a
+        sink used afterwards opens new clients. Closing an empty cache does nothing.
+        """
+        close_clients()
 
     # -- executor --
 
@@ -291,7 +306,7 @@ class KafkaSink:
                 return _Outcome.RETRY_LATER
             except KafkaException as exc:
                 _LOG.warning("%s: abort failed (%s); re-creating the producer", key, exc.args[0])
-        elif error.code() in _FENCING_ERRORS:
+        elif is_fenced(error):
             _LOG.info("%s attempt %d: fenced by a newer producer; re-creating it", key, attempt)
             discard_producer(producer)
             return _Outcome.RETRY_NOW
@@ -375,3 +390,9 @@ def _check_settings(
     if problems:
         msg = "invalid KafkaSink settings: " + "; ".join(problems) + "; remove or correct them"
         raise ConfigError(msg)
+
+
+def close_clients() -> None:
+    """Close every cached producer and marker reader of this process (worker shutdown, tests)."""
+    close_producers()
+    close_marker_readers()

@@ -23,9 +23,7 @@ connections never travel.
 from __future__ import annotations
 
 import logging
-import os
 import re
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -37,6 +35,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 from pydantic import SecretStr
 
+from connectors.process_cache import ProcessCache
 from service import faults
 from service.errors import SinkError
 from sinks.base import BatchKey, WriteResult
@@ -54,7 +53,6 @@ _SQL_TYPE = re.compile(r"^[A-Za-z][A-Za-z0-9_ ]*(\(\s*\d+\s*(,\s*\d+\s*)?\))?(\[
 
 FaultHook = Callable[[str, BatchKey, int], None]
 _fault_hook: FaultHook | None = None
-_local = threading.local()
 
 Conn = psycopg.Connection[tuple[Any, ...]]
 T = TypeVar("T")
@@ -69,6 +67,8 @@ def set_fault_hook(hook: FaultHook | None) -> None:
 
 class PostgresSink:
     """Writes each ``BatchKey`` to ``table`` exactly once; see the module docstring."""
+
+    writes_on_driver = False
 
     def __init__(
         self,
@@ -133,6 +133,10 @@ class PostgresSink:
                 "the batch's output (partitions already committed are skipped)"
             )
             raise SinkError(msg)
+
+    def close(self) -> None:
+        """Close this process's (and thread's) cached connection to the DSN, if one is open."""
+        _drop_connection(self._dsn)
 
     def _on_driver(self, what: str, work: Callable[[Conn], T]) -> T:
         """Run ``work`` on the cached connection; reconnect once if that connection went stale."""
@@ -332,23 +336,29 @@ def _fault(point: str, key: BatchKey, conn: Conn) -> None:
         _fault_hook(point, key, conn.info.backend_pid)
 
 
-def _connection(dsn: SecretStr) -> Conn:
-    """This process's and thread's connection; keyed by PID too, as a fork must not share it."""
-    cache: dict[tuple[int, str], Conn] = _local.__dict__.setdefault("connections", {})
-    key = (os.getpid(), dsn.get_secret_value())
-    conn = cache.get(key)
-    if conn is None or conn.closed or conn.broken:
-        conn = psycopg.connect(key[1], connect_timeout=_CONNECT_TIMEOUT_S, application_name=_APP)
-        conn.isolation_level = psycopg.IsolationLevel.READ_COMMITTED
-        cache[key] = conn
+def _connect(dsn: str) -> Conn:
+    conn = psycopg.connect(dsn, connect_timeout=_CONNECT_TIMEOUT_S, application_name=_APP)
+    conn.isolation_level = psycopg.IsolationLevel.READ_COMMITTED
     return conn
 
 
+# This process's and thread's connection per DSN: a thread's work must not share another's open
+# transaction, and a forked child must not share its parent's socket.
+_CONNECTIONS: ProcessCache[str, Conn] = ProcessCache(
+    close=lambda conn: conn.close(),
+    usable=lambda conn: not (conn.closed or conn.broken),
+    per_thread=True,
+)
+
+
+def _connection(dsn: SecretStr) -> Conn:
+    """This process's and thread's connection to `dsn`, opened (again) if needed."""
+    secret = dsn.get_secret_value()
+    return _CONNECTIONS.get(secret, lambda: _connect(secret))
+
+
 def _drop_connection(dsn: SecretStr) -> None:
-    cache: dict[tuple[int, str], Conn] = _local.__dict__.get("connections", {})
-    conn = cache.pop((os.getpid(), dsn.get_secret_value()), None)
-    if conn is not None:
-        conn.close()
+    _CONNECTIONS.evict(dsn.get_secret_value())
 
 
 def _rollback_quietly(conn: Conn | None) -> None:

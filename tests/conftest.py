@@ -45,38 +45,66 @@ def sc(spark_context: Any) -> Iterator[Any]:
 
 # --- Tiers -----------------------------------------------------------------------------------
 
-_TIER_OF_FOLDER = {
-    "unit": "unit",
-    "spark": "spark",
-    "kafka": "kafka",
-    "postgres": "postgres",
-    "chaos": "chaos",
-}
+TIERS = ("unit", "spark", "kafka", "postgres", "chaos")
+_TESTS_DIR = Path(__file__).resolve().parent
+_TIER_OF_FOLDER = {tier: tier for tier in TIERS}
+# Contract suites run every backend through the same tests, so each case carries its own tier
+# mark (`pytest.param(..., marks=pytest.mark.kafka)`) instead of taking its folder's.
+_CASE_MARKED_FOLDERS = frozenset({"contracts"})
+
+
+def _tier_of(item: pytest.Item) -> str | None:
+    """The tier an item runs in: its folder's, `unit` for the packages' doctests, or (in a
+    contract suite) the one tier its case is marked with."""
+    if _TESTS_DIR not in item.path.parents:
+        return "unit"  # a docstring example of the packages (--doctest-modules): pure by rule
+    folder = item.path.parent.name
+    if folder not in _CASE_MARKED_FOLDERS:
+        return _TIER_OF_FOLDER.get(folder)
+    marked = sorted({mark.name for mark in item.iter_markers() if mark.name in TIERS})
+    if len(marked) != 1:
+        msg = (
+            f"{item.nodeid}: expected each contract case to carry exactly one tier mark of "
+            f"{TIERS}, found {marked}; give its backend's pytest.param a `marks=` tier"
+        )
+        raise pytest.UsageError(msg)
+    return marked[0]
+
+
+class _TierClock:
+    """Adds up setup, call and teardown time per tier, for one summary line. A plugin rather than
+    conftest hooks: conftest hooks see only tests under tests/, not the packages' doctests."""
+
+    def __init__(self) -> None:
+        self.tier_of_node: dict[str, str] = {}
+        self.seconds: dict[str, float] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        tier = self.tier_of_node.get(report.nodeid, "other")
+        self.seconds[tier] = self.seconds.get(tier, 0.0) + report.duration
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        """One line of time per tier: the chaos tier's budget is watched from CI's output."""
+        if self.seconds:
+            spent = ", ".join(f"{tier} {seconds:.0f}s" for tier, seconds in self.seconds.items())
+            terminalreporter.write_line(f"time per tier: {spent}")
+
+
+_CLOCK = _TierClock()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not config.pluginmanager.is_registered(_CLOCK):
+        config.pluginmanager.register(_CLOCK, "dstreams-tier-clock")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark each test with the tier named by its folder, so `-m unit` needs no per-file marks."""
+    """Mark each test with its tier, so `-m unit` needs no per-file marks."""
     for item in items:
-        folder = item.path.parent.name
-        tier = _TIER_OF_FOLDER.get(folder)
+        tier = _tier_of(item)
         if tier is not None:
             item.add_marker(getattr(pytest.mark, tier))
-
-
-_SECONDS_BY_TIER: dict[str, float] = {}
-
-
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Adds up setup, call and teardown time per tier, for the summary below."""
-    tier = _TIER_OF_FOLDER.get(Path(report.fspath).parent.name, "other")
-    _SECONDS_BY_TIER[tier] = _SECONDS_BY_TIER.get(tier, 0.0) + report.duration
-
-
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """One line of time per tier: the chaos tier's budget is watched from CI's output."""
-    if _SECONDS_BY_TIER:
-        spent = ", ".join(f"{tier} {seconds:.0f}s" for tier, seconds in _SECONDS_BY_TIER.items())
-        terminalreporter.write_line(f"time per tier: {spent}")
+            _CLOCK.tier_of_node[item.nodeid] = tier
 
 
 # --- Kafka (see service/dev/kafka_cluster.py) -------------------------------------------------

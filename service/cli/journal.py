@@ -16,7 +16,7 @@ import click
 
 from service.errors import DStreamsError
 from service.journal.base import Journal, JournalState
-from service.journal.records import PlannedRecord
+from service.journal.records import JournalRecord, PlannedRecord
 
 
 @click.group()
@@ -157,7 +157,7 @@ def _journal_from_options(
     raise click.UsageError(msg)
 
 
-def _read(source: Journal) -> list[Any]:
+def _read(source: Journal) -> list[JournalRecord]:
     try:
         return list(source.read())
     except DStreamsError as exc:

@@ -143,12 +143,26 @@ def _put(data: dict[str, Any], path: Path_, value: Any, name: str) -> None:
 
 
 def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
-    """`base` with `override` on top; maps merge key by key, anything else is replaced."""
+    """`base` with `override` on top; maps merge key by key, anything else is replaced.
+
+    A map that names a different `type` than the map below replaces it whole: the keys of one
+    kind of sink or journal mean nothing to another, and would only be refused as unknown.
+
+    >>> below = {"journal": {"type": "file", "path": "state/journal"}}
+    >>> deep_merge(below, {"journal": {"type": "kafka", "topic": "j"}})
+    {'journal': {'type': 'kafka', 'topic': 'j'}}
+    >>> deep_merge(below, {"journal": {"path": "/data"}})
+    {'journal': {'type': 'file', 'path': '/data'}}
+    """
     merged = dict(base)
     for key, value in override.items():
         below = merged.get(key)
-        if isinstance(below, Mapping) and isinstance(value, Mapping):
+        if isinstance(below, Mapping) and isinstance(value, Mapping) and _same_kind(below, value):
             merged[key] = deep_merge(below, value)
         else:
             merged[key] = value
     return merged
+
+
+def _same_kind(below: Mapping[str, Any], above: Mapping[str, Any]) -> bool:
+    return "type" not in above or below.get("type", above["type"]) == above["type"]

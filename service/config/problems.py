@@ -47,7 +47,11 @@ def problems_of(
     lines: list[str] = []
     for error in exc.errors(include_url=False):
         path = _clean_path(error["loc"], data)
-        line = _describe(error, path, model, data) + _origin_note(path, origins)
+        # A bad or missing `type` is reported at the union's path, but set at its `type` key.
+        tagged = error["type"] in ("union_tag_invalid", "union_tag_not_found")
+        line = _describe(error, path, model, data) + _origin_note(
+            [*path, "type"] if tagged else path, origins
+        )
         if line not in lines:
             lines.append(line)
     return lines

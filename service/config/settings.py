@@ -8,6 +8,10 @@ is reported together, one line each (see `service.config.problems`).
 Secrets are `SecretStr`: masked in `repr`, in `masked_dict()` and in error messages, and revealed
 only by `KafkaSettings.librdkafka_config()`, `SparkSettings.spark_conf()` and the sink that needs
 them.
+
+Each kind of sink and journal is one model of a discriminated union (on `type`), and each model
+builds its object with `build(...)`, typed by what it needs: an unknown kind cannot get past
+validation, and no other code decides which class a kind means.
 """
 
 from __future__ import annotations
@@ -16,13 +20,15 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
+    PrivateAttr,
     SecretStr,
     ValidationError,
     field_validator,
@@ -30,6 +36,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from connectors.planner import StartingOffsets
 from service.config.loading import deep_merge, read_env, read_yaml
 from service.config.paths import shipped_config_file
 from service.config.problems import InvalidConfig, problems_of
@@ -41,14 +48,27 @@ from service.config.types import (
     Name,
     SqlName,
     SqlNames,
-    StartingOffsets,
+    StartingOffsetsSetting,
     TopicList,
     TopicName,
     check_job,
     parse_starting_offsets,
     raise_all,
     sensitive_keys,
+    starting_offsets_for_planner,
 )
+from service.errors import ConfigError
+
+if TYPE_CHECKING:
+    # Built objects only: importing them at run time would load Kafka and PostgreSQL clients
+    # into every process that merely reads its configuration.
+    from service.journal.file import FileJournal
+    from service.journal.kafka import KafkaJournal
+    from sinks.console import ConsoleSink
+    from sinks.dead_letters import DeadLetterSink
+    from sinks.files import FileSink
+    from sinks.kafka import KafkaSink
+    from sinks.postgres import PostgresSink
 
 __all__ = [
     "DEFAULTS_FILE",
@@ -56,10 +76,12 @@ __all__ = [
     "CheckpointSettings",
     "ConsoleSinkSettings",
     "DeadLetterSettings",
+    "FileJournalSettings",
     "FilesSinkSettings",
     "HttpSettings",
     "InvalidConfig",
     "JournalSettings",
+    "KafkaJournalSettings",
     "KafkaSettings",
     "KafkaSinkSettings",
     "KafkaSourceSettings",
@@ -160,7 +182,7 @@ class KafkaSourceSettings(_Model):
     """Topics to read (or give pattern)."""
     pattern: str | None = None
     """Regular expression of topics to read (or give topics)."""
-    starting_offsets: StartingOffsets = "latest"
+    starting_offsets: StartingOffsetsSetting = "latest"
     """Where the first batch ever starts: earliest, latest, committed (the group's offsets), a
     timestamp in ms, or a map "topic:partition" -> offset. Later batches follow the journal."""
     max_rate_per_partition: float | None = Field(default=None, gt=0)
@@ -173,6 +195,13 @@ class KafkaSourceSettings(_Model):
     """Stop when offsets were deleted by retention before being read (else skip with a metric)."""
     group_id: str | None = None
     """Consumer group the processed offsets are committed to, for lag tools only."""
+    # `starting_offsets` in the planner's terms, made once by `_topics_or_pattern`.
+    _starting: StartingOffsets = PrivateAttr(default_factory=StartingOffsets.latest)
+
+    @property
+    def starting(self) -> StartingOffsets:
+        """`starting_offsets` as the planner takes it (the field keeps the form written)."""
+        return self._starting
 
     @field_validator("pattern")
     @classmethod
@@ -187,7 +216,7 @@ class KafkaSourceSettings(_Model):
 
     @field_validator("starting_offsets", mode="before")
     @classmethod
-    def _starting_offsets(cls, value: Any) -> Any:
+    def _starting_offsets(cls, value: object) -> StartingOffsetsSetting:
         return parse_starting_offsets(value)
 
     @model_validator(mode="after")
@@ -196,13 +225,13 @@ class KafkaSourceSettings(_Model):
             found = "both" if self.topics else "neither"
             msg = f"give exactly one of topics or pattern; found {found}"
             raise ValueError(msg)
-        if isinstance(self.starting_offsets, dict) and self.topics is not None:
-            unknown = sorted(
-                {key.rsplit(":", 1)[0] for key in self.starting_offsets} - set(self.topics)
-            )
+        starting = starting_offsets_for_planner(self.starting_offsets)
+        if self.topics is not None:
+            unknown = sorted({topic for topic, _ in starting.offsets} - set(self.topics))
             if unknown:
                 msg = f"starting_offsets names topics not in topics: {', '.join(unknown)}"
                 raise ValueError(msg)
+        self._starting = starting
         return self
 
 
@@ -218,6 +247,20 @@ class KafkaSinkSettings(_Model):
     transaction_timeout_ms: DurationMs = 60_000
     """Must exceed a batch's write time and stay under the broker's transaction.max.timeout.ms
     (15 min by default); checked against the broker at start-up."""
+
+    def build(self, kafka: KafkaSettings, default_partitions: int) -> KafkaSink:
+        from sinks.kafka import KafkaSink
+
+        partitions = self.partitions or default_partitions
+        return KafkaSink(
+            kafka.librdkafka_config(),
+            self.topic,
+            partitions=partitions,
+            replication_factor=self.replication_factor,
+            transaction_timeout_ms=self.transaction_timeout_ms,
+            # One marker partition per task of whichever is larger: the topic or a shuffle.
+            marker_partitions=max(partitions, default_partitions),
+        )
 
 
 class PostgresSinkSettings(_Model):
@@ -249,6 +292,17 @@ class PostgresSinkSettings(_Model):
             raise ValueError(msg)
         return self
 
+    def build(self, kafka: KafkaSettings, default_partitions: int) -> PostgresSink:
+        from sinks.postgres import PostgresSink
+
+        return PostgresSink(
+            self.dsn,
+            self.table,
+            columns=list(self.columns),
+            key_columns=list(self.key_columns) or None,
+            column_types=self.column_types or None,
+        )
+
 
 class FilesSinkSettings(_Model):
     type: Literal["files"]
@@ -256,15 +310,26 @@ class FilesSinkSettings(_Model):
     """Directory; a batch lands in <path>/<output>/t=<batch time>/."""
     format: Literal["jsonl"] = "jsonl"
 
+    def build(self, kafka: KafkaSettings, default_partitions: int) -> FileSink:
+        from sinks.files import FileSink
+
+        return FileSink(self.path)
+
 
 class ConsoleSinkSettings(_Model):
     type: Literal["console"]
+
+    def build(self, kafka: KafkaSettings, default_partitions: int) -> ConsoleSink:
+        from sinks.console import ConsoleSink
+
+        return ConsoleSink()
 
 
 SinkSettings = Annotated[
     KafkaSinkSettings | PostgresSinkSettings | FilesSinkSettings | ConsoleSinkSettings,
     Field(discriminator="type"),
 ]
+"""One output's sink; every member has `build(kafka, default_partitions)`."""
 
 
 # --- Service ---------------------------------------------------------------------------------
@@ -276,21 +341,50 @@ class DeadLetterSettings(_Model):
     partitions: int = Field(default=1, ge=1)
     replication_factor: int = Field(default=1, ge=1)
 
+    def build(self, kafka: KafkaSettings) -> DeadLetterSink:
+        """The sink of every source's dead letters; only when `topic` is set."""
+        from sinks.dead_letters import DeadLetterSink
 
-class JournalSettings(_Model):
-    type: Literal["file", "kafka"] = "file"
+        if self.topic is None:
+            msg = "dead_letter.topic is not set, so there is no dead-letter sink to build"
+            raise ConfigError(msg)
+        return DeadLetterSink(
+            kafka.librdkafka_config(),
+            self.topic,
+            partitions=self.partitions,
+            replication_factor=self.replication_factor,
+        )
+
+
+class FileJournalSettings(_Model):
+    type: Literal["file"] = "file"
     path: str = Field(default="state/journal", min_length=1)
     """Directory of the file journal (a persistent volume in Kubernetes)."""
-    topic: TopicName | None = None
+
+    def build(self, app_id: str, kafka: KafkaSettings) -> FileJournal:
+        from service.journal.file import FileJournal
+
+        return FileJournal(Path(self.path))
+
+
+class KafkaJournalSettings(_Model):
+    type: Literal["kafka"]
+    topic: TopicName
     """Single-partition topic of the kafka journal."""
     replication_factor: int = Field(default=1, ge=1)
     min_insync_replicas: int = Field(default=1, ge=1)
 
-    @model_validator(mode="after")
-    def _kafka_needs_topic(self) -> JournalSettings:
-        if self.type == "kafka" and self.topic is None:
+    @model_validator(mode="before")
+    @classmethod
+    def _needs_topic(cls, data: object) -> object:
+        # Said in the words of the choice made: a bare "topic: required" would not say why.
+        if isinstance(data, Mapping) and data.get("topic") is None:
             msg = "topic is required when type is kafka"
             raise ValueError(msg)
+        return data
+
+    @model_validator(mode="after")
+    def _writable(self) -> KafkaJournalSettings:
         if self.min_insync_replicas > self.replication_factor:
             msg = (
                 f"min_insync_replicas ({self.min_insync_replicas}) exceeds replication_factor "
@@ -298,6 +392,31 @@ class JournalSettings(_Model):
             )
             raise ValueError(msg)
         return self
+
+    def build(self, app_id: str, kafka: KafkaSettings) -> KafkaJournal:
+        from service.journal.kafka import KafkaJournal
+
+        return KafkaJournal(
+            kafka.librdkafka_config(),
+            self.topic,
+            app_id,
+            self.replication_factor,
+            self.min_insync_replicas,
+        )
+
+
+def _file_unless_typed(value: object) -> object:
+    """A journal given without `type` is a file journal, as it always was."""
+    if isinstance(value, Mapping) and "type" not in value:
+        return {"type": "file", **value}
+    return value
+
+
+JournalSettings = Annotated[
+    Annotated[FileJournalSettings | KafkaJournalSettings, Field(discriminator="type")],
+    BeforeValidator(_file_unless_typed),
+]
+"""The driver's journal; every member has `build(app_id, kafka)`."""
 
 
 class CheckpointSettings(_Model):
@@ -353,7 +472,7 @@ class Settings(BaseSettings):
     sources: dict[Name, KafkaSourceSettings] = Field(default_factory=dict)
     sinks: dict[Name, SinkSettings] = Field(default_factory=dict)
     dead_letter: DeadLetterSettings = Field(default_factory=DeadLetterSettings)
-    journal: JournalSettings = Field(default_factory=JournalSettings)
+    journal: JournalSettings = Field(default_factory=FileJournalSettings)
     checkpoint: CheckpointSettings = Field(default_factory=CheckpointSettings)
     http: HttpSettings = Field(default_factory=HttpSettings)
     logging: LoggingSettings = Field(default_factory=LoggingSettings)

@@ -13,6 +13,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BeforeValidator, Field, WithJsonSchema
 
+from connectors.planner import StartingOffsets
+
 # Keys of librdkafka and Spark maps that hold credentials (Spark's own `spark.redaction.regex`,
 # plus librdkafka's private-key and OAuth settings). They belong in the secret maps instead.
 _SENSITIVE_KEY = re.compile(
@@ -129,7 +131,8 @@ SqlNames = Annotated[list[SqlName], BeforeValidator(_comma_list)]
 LogLevel = Annotated[
     Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], BeforeValidator(upper_case)
 ]
-StartingOffsets = Literal["earliest", "latest", "committed"] | int | dict[str, int]
+StartingOffsetsSetting = Literal["earliest", "latest", "committed"] | int | dict[str, int]
+"""`starting_offsets` as written: a policy, a timestamp in ms, or `{"topic:partition": offset}`."""
 
 
 def sensitive_keys(conf: Mapping[str, str], secret_map: str) -> list[str]:
@@ -146,9 +149,12 @@ def raise_all(problems: list[str]) -> None:
         raise ValueError(msg)
 
 
-def parse_starting_offsets(value: Any) -> Any:
-    """One of the policies, a timestamp in ms, or `{"topic:partition": offset}`."""
-    if value in ("earliest", "latest", "committed"):
+def parse_starting_offsets(value: object) -> StartingOffsetsSetting:
+    """One of the policies, a timestamp in ms, or `{"topic:partition": offset}`.
+
+    A timestamp may come as a string of digits (from an environment variable).
+    """
+    if value == "earliest" or value == "latest" or value == "committed":
         return value
     if isinstance(value, str) and value.isdigit():
         value = int(value)
@@ -161,6 +167,32 @@ def parse_starting_offsets(value: Any) -> Any:
         'or a map "topic:partition" -> offset'
     )
     raise ValueError(msg)
+
+
+def starting_offsets_for_planner(setting: StartingOffsetsSetting) -> StartingOffsets:
+    """A checked setting (see `parse_starting_offsets`) in the planner's terms.
+
+    >>> starting_offsets_for_planner({"words:1": 5}).offsets
+    {('words', 1): 5}
+    >>> starting_offsets_for_planner("committed") == StartingOffsets.committed()
+    True
+    """
+    if setting == "earliest":
+        return StartingOffsets.earliest()
+    if setting == "latest":
+        return StartingOffsets.latest()
+    if setting == "committed":
+        return StartingOffsets.committed()
+    if isinstance(setting, int):
+        return StartingOffsets.at_timestamp(setting)
+    return StartingOffsets.explicit(
+        dict(_topic_partition(key, offset) for key, offset in setting.items())
+    )
+
+
+def _topic_partition(key: str, offset: int) -> tuple[tuple[str, int], int]:
+    topic, _, partition = key.rpartition(":")
+    return (topic, int(partition)), offset
 
 
 def _timestamp_ms(value: int) -> int:

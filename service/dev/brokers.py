@@ -1,10 +1,10 @@
 """Which Apache Kafka the tests and the demo talk to, and how they create topics on it.
 
-Order of choice (DESIGN.md §8): `KAFKA_BOOTSTRAP_SERVERS` names an external cluster; else, when a
-Docker engine answers, a Testcontainers Kafka; else a local KRaft cluster started from the pinned
-Apache Kafka jars (`service.dev.kafka_cluster`). `DSTREAMS_KAFKA_BACKEND` names one of the three
-and makes it required: a CI job on a Docker host sets it to `testcontainers` so that the
-Testcontainers path cannot quietly fall back to the local cluster.
+Order of choice (docs/architecture.md, Tests): `KAFKA_BOOTSTRAP_SERVERS` names an external
+cluster; else, when a Docker engine answers, a Testcontainers Kafka; else a local KRaft cluster
+started from the pinned Apache Kafka jars (`service.dev.kafka_cluster`). `DSTREAMS_KAFKA_BACKEND`
+names one of the three and makes it required: a CI job on a Docker host sets it to
+`testcontainers` so that the Testcontainers path cannot quietly fall back to the local cluster.
 """
 
 from __future__ import annotations

@@ -18,7 +18,8 @@ Recovery (`recover`, between restoring source positions and replaying pending ba
    so that compaction never drops a batch the state depends on.
 2. Load the latest retained checkpoint; if it is missing or damaged, the previous one, if the
    journal still holds every batch after it; else refuse.
-3. Refuse if Kafka no longer holds the offsets of a batch that must be recomputed.
+3. Refuse if a source can no longer read a batch that must be computed again
+   (`InputDStream.check_replayable`: Kafka retention deleted its offsets).
 4. Recompute the state through every completed batch after the checkpoint with its journaled
    plan, without running outputs (their results are committed already).
 """
@@ -27,16 +28,17 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 from typing import Protocol
 
 from service import faults
-from service.errors import DataLoss, DStreamsError
+from service.driver.recovery import journaled_plan
+from service.errors import DStreamsError
 from service.graph.checkpoint_store import CheckpointError, CheckpointStore, PieceManifest
 from service.graph.context import StreamingContext
-from service.graph.stateful import StatefulDStream, stateful_streams, step_stateful
+from service.graph.dstream import StatefulDStream
+from service.graph.plan import BatchPlan
 from service.journal.base import RETAINED_CHECKPOINTS, JournalState
-from service.journal.records import CheckpointRecord, PlannedRecord
+from service.journal.records import CheckpointRecord
 
 log = logging.getLogger(__name__)
 INITIAL_CHECKPOINT_TIME = 0
@@ -80,7 +82,7 @@ class StateCheckpoints:
         self.journal = journal
         self.interval_batches = interval_batches
         self.observer = observer
-        self.streams = stateful_streams(ctx)
+        self.streams = ctx.stateful_streams()
         self.since_checkpoint = 0
         self.journaled: list[int] = []
         self.last_checkpoint_monotonic: float | None = None
@@ -113,7 +115,8 @@ class StateCheckpoints:
         size = sum(m.total_bytes for m in manifests.values())
         if self.observer is not None:
             figures = {
-                stream.piece_name("").rstrip("-"): stream.state_summary() for stream in self.streams
+                stream.piece_prefix.rstrip("-"): stream.computation.state_summary()
+                for stream in self.streams
             }
             self.observer.checkpoint_written(batch_time, time.monotonic() - started, size, figures)
         log.info(
@@ -138,7 +141,7 @@ class StateCheckpoints:
         self, batch_time: int, refs: dict[str, str], manifests: dict[str, PieceManifest]
     ) -> None:
         for stream in self.streams:
-            mine = {n: r for n, r in refs.items() if n.startswith(stream.piece_name(""))}
+            mine = {n: r for n, r in refs.items() if n.startswith(stream.piece_prefix)}
             loaded = {n: self.store.load(self.ctx.sc, r, manifests[r]) for n, r in mine.items()}
             stream.restore(batch_time, loaded)
             _summarise(stream, [manifests[r] for r in mine.values()])
@@ -154,15 +157,20 @@ class StateCheckpoints:
             self._start_fresh(state, epoch)
             return 0
         record = self._usable_checkpoint(state)
-        after = [state.planned[t] for t in sorted(state.planned) if t > record.batch_time]
-        check_retention(self.ctx, after)
+        after = [
+            journaled_plan(state.planned[t], self.ctx)
+            for t in sorted(state.planned)
+            if t > record.batch_time
+        ]
+        for source in self.ctx.inputs:
+            source.check_replayable(after)
         pending = {r.batch_time for r in state.pending()}
-        recompute = [r for r in after if r.batch_time not in pending]
+        recompute = [plan for plan in after if plan.batch_time not in pending]
         if pending and recompute and recompute[-1].batch_time > min(pending):
             msg = f"completed batches follow pending batch {min(pending)}; the journal is damaged"
             raise StateRecoveryError(msg)
-        for planned in recompute:
-            recompute_batch(self.ctx, planned)
+        for plan in recompute:
+            recompute_batch(self.ctx, plan)
         self.since_checkpoint = len(recompute)
         self.journaled = [r.batch_time for r in state.retained_checkpoints]
         if self.observer is not None:
@@ -219,50 +227,14 @@ def _journal_covers(state: JournalState, record: CheckpointRecord) -> bool:
 
 
 def _summarise(stream: StatefulDStream, manifests: list[PieceManifest]) -> None:
-    stream.set_summary(
+    stream.computation.set_summary(
         keys=sum(m.total_records for m in manifests if m.fmt == "state"),
         bytes=sum(m.total_bytes for m in manifests),
     )
 
 
-def recompute_batch(ctx: StreamingContext, planned: PlannedRecord) -> None:
+def recompute_batch(ctx: StreamingContext, plan: BatchPlan) -> None:
     """Steps the stateful streams through a completed batch with its journaled plan; no output
     runs (lazy: the next job that needs the state computes it)."""
-    for source in ctx.inputs:
-        source.import_plan(planned.batch_time, list(planned.ranges), planned.extra)
-    step_stateful(ctx, planned.batch_time)
-    ctx.forget(planned.batch_time)
-
-
-Watermarks = Callable[[list[tuple[str, int]]], dict[tuple[str, int], tuple[int, int]]]
-
-
-def check_retention(ctx: StreamingContext, batches: list[PlannedRecord]) -> None:
-    """Refuses when Kafka no longer holds offsets that recovery must read again."""
-    needed: dict[tuple[str, int], tuple[int, int]] = {}
-    for record in batches:
-        for r in record.ranges:
-            if r.count and r.topic_partition not in needed:
-                needed[r.topic_partition] = (r.from_offset, record.batch_time)
-    for source in ctx.inputs:
-        metadata = getattr(source, "metadata", None)
-        owns = getattr(source, "owns", None)
-        if metadata is None or owns is None:
-            continue
-        mine = [tp for tp in needed if owns(tp[0])]
-        for tp, (low, _high) in metadata.watermarks(mine).items():
-            first, batch_time = needed[tp]
-            if low > first:
-                raise _retention_error(tp, first, low, batch_time)
-
-
-def _retention_error(tp: tuple[str, int], first: int, low: int, batch_time: int) -> DataLoss:
-    msg = (
-        f"recovery must recompute batch {batch_time}, which read topic {tp[0]!r} partition "
-        f"{tp[1]} from offset {first}, but the earliest offset Kafka still holds is {low} "
-        f"(offsets {first}..{low - 1} were deleted by retention). The state cannot be rebuilt "
-        "exactly. Raise the topic's retention above the checkpoint interval, restore the "
-        "journal and checkpoints from a copy, or start the job under a new app id (its state "
-        "then starts empty)."
-    )
-    return DataLoss(msg)
+    ctx.step_stateful(plan)
+    ctx.forget(plan.batch_time)

@@ -9,14 +9,17 @@ from __future__ import annotations
 import importlib
 import logging
 import signal
-import socket
 import time
 from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-from connectors.offsets import OffsetRange
-from service.driver.checkpoints import StateCheckpoints, default_interval_batches
+from service.config.settings import Settings
+from service.driver.checkpoints import (
+    CheckpointObserver,
+    StateCheckpoints,
+    default_interval_batches,
+)
 from service.driver.lifecycle import BatchLifecycle
 from service.driver.recovery import JournalLog, check_before_start, recover
 from service.driver.scheduler import Scheduler
@@ -24,7 +27,6 @@ from service.driver.spark import create_spark_context
 from service.errors import ConfigError, FencedOut
 from service.graph.checkpoint_store import CheckpointStore
 from service.graph.context import StreamingContext
-from service.graph.sources import KafkaInputDStream
 
 log = logging.getLogger(__name__)
 EXIT_OK = 0
@@ -51,7 +53,7 @@ def load_job(reference: str) -> Job:
     return job  # type: ignore[no-any-return] # checked callable above
 
 
-def build_context(settings: Any) -> StreamingContext:
+def build_context(settings: Settings) -> StreamingContext:
     """The job's graph, with sources and sinks made from `settings`.
 
     Spark is not needed to build it (it comes later, through `attach_spark`), so a driver can
@@ -80,13 +82,12 @@ def build_context(settings: Any) -> StreamingContext:
 class Service:
     """One driver: owns the Spark context, the journal epoch, the HTTP endpoint and the clock."""
 
-    def __init__(self, settings: Any) -> None:
-        from service.observe.observer import Observer
+    def __init__(self, settings: Settings) -> None:
+        from service.observe.observer import make_observer
 
         self.settings = settings
-        self.observer = Observer.create(settings)
         self.scheduler = Scheduler(settings.batch_interval_ms)
-        self.observer.board.heartbeat_source = lambda: self.scheduler.last_tick
+        self.observer = make_observer(settings, heartbeat_source=lambda: self.scheduler.last_tick)
         self.lifecycle: BatchLifecycle | None = None
         self.ctx: StreamingContext | None = None
         self.sc: Any = None
@@ -113,7 +114,6 @@ class Service:
         settings = self.settings
         self.ctx = build_context(settings)
         self.observer.lag_source = self.ctx.consumer_lag
-        self.observer.dead_letter_topic = settings.dead_letter.topic
         journal = wiring.make_journal(settings)
         # A damaged journal or a changed graph is refused now, in about a second, not after
         # Spark has started; recovery checks again under the new epoch.
@@ -151,9 +151,9 @@ class Service:
 
     def _run_batch(self, batch_time: int, scheduling_delay_s: float) -> None:
         assert self.lifecycle is not None and self.ctx is not None  # noqa: S101 - set in _run
-        self.ctx.rate_override = self.observer.rate_for_next_batch()
+        rate = self.observer.rate_for_next_batch()
         with self.observer.batch_context(batch_time):
-            self.lifecycle.run_new(batch_time, scheduling_delay_s)
+            self.lifecycle.run_new(batch_time, scheduling_delay_s, rate)
 
     def _install_signal_handlers(self) -> None:
         def request_stop(signum: int, _frame: FrameType | None) -> None:
@@ -165,7 +165,7 @@ class Service:
 
 
 def make_checkpoints(
-    settings: Any, ctx: StreamingContext, journal: JournalLog, observer: Any
+    settings: Settings, ctx: StreamingContext, journal: JournalLog, observer: CheckpointObserver
 ) -> StateCheckpoints:
     """Step 7 and the state half of recovery, from `settings.checkpoint`."""
     interval = settings.checkpoint.interval_batches or default_interval_batches(
@@ -175,20 +175,5 @@ def make_checkpoints(
     return StateCheckpoints(ctx, store, journal, interval, observer)
 
 
-def run_service(settings: Any) -> int:
+def run_service(settings: Settings) -> int:
     return Service(settings).run()
-
-
-def kafka_sources(ctx: StreamingContext) -> list[KafkaInputDStream]:
-    return [s for s in ctx.inputs if isinstance(s, KafkaInputDStream)]
-
-
-def owner_name() -> str:
-    """Who holds an epoch, for people reading `journal show`: host and process."""
-    import os
-
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def ranges_by_partition(ranges: list[OffsetRange]) -> dict[tuple[str, int], int]:
-    return {r.topic_partition: r.until_offset for r in ranges}

@@ -1,4 +1,4 @@
-"""The batch lifecycle: the exactly-once protocol of DESIGN.md §3, one named step each.
+"""The batch lifecycle (docs/architecture.md, The batch lifecycle), one named step each.
 
 For batch time `t`:
 
@@ -12,7 +12,8 @@ For batch time `t`:
 7. `checkpoints.after_completed`: every N batches, a stateful graph's state is checkpointed
    (see `service.driver.checkpoints`); it runs right after step 5.
 
-A replay (after a crash) starts at step 3 with the journaled plan imported into the sources.
+The plan is a value (`service.graph.plan.BatchPlan`) passed down every step; no source keeps a
+copy. A replay (after a crash) starts at step 3 with the plan rebuilt from the journal.
 """
 
 from __future__ import annotations
@@ -20,46 +21,30 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
-from connectors.offsets import OffsetRange
 from service import faults
+from service.graph.base import BatchOutcome, OutputResult
 from service.graph.context import StreamingContext
-from service.graph.outputs import OutputResult
-from service.graph.stateful import step_stateful
+from service.graph.counters import Counts
+from service.graph.plan import BatchPlan
+from service.journal.base import JournalState
+
+__all__ = [
+    "Acknowledge",
+    "BatchLifecycle",
+    "BatchObserver",
+    "BatchOutcome",
+    "BatchPlan",
+    "JournalWriter",
+    "NoCheckpoints",
+    "NullObserver",
+    "StateCheckpointer",
+]
 
 log = logging.getLogger(__name__)
 
-Acknowledge = Callable[[list[OffsetRange]], None]
-
-
-@dataclass(frozen=True)
-class BatchPlan:
-    """What batch `batch_time` covers: offset ranges plus other sources' JSON plan data."""
-
-    batch_time: int
-    ranges: tuple[OffsetRange, ...]
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class BatchOutcome:
-    """What a batch did, for metrics, the status page and logs."""
-
-    plan: BatchPlan
-    outputs: tuple[OutputResult, ...]
-    processing_s: float
-    replayed: bool
-    counters: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def input_records(self) -> int:
-        return self.counters.get("records", 0)
-
-    @property
-    def decode_errors(self) -> int:
-        return self.counters.get("decode_errors", 0)
+Acknowledge = Callable[[BatchPlan], None]
 
 
 class BatchObserver(Protocol):
@@ -84,7 +69,7 @@ class StateCheckpointer(Protocol):
 
     def after_completed(self, batch_time: int) -> None: ...
 
-    def recover(self, state: Any, epoch: int) -> int: ...
+    def recover(self, state: JournalState, epoch: int) -> int: ...
 
 
 class NoCheckpoints:
@@ -93,7 +78,7 @@ class NoCheckpoints:
     def after_completed(self, batch_time: int) -> None:
         """Nothing to checkpoint."""
 
-    def recover(self, state: Any, epoch: int) -> int:
+    def recover(self, state: JournalState, epoch: int) -> int:
         return 0
 
 
@@ -130,38 +115,34 @@ class BatchLifecycle:
         for output in self.ctx.outputs:
             output.setup(self.ctx.app_id)
 
-    def run_new(self, batch_time: int, scheduling_delay_s: float = 0.0) -> BatchOutcome:
-        plan = self.plan(batch_time)
+    def run_new(
+        self, batch_time: int, scheduling_delay_s: float = 0.0, rate: float | None = None
+    ) -> BatchOutcome:
+        """Plans, journals and runs a new batch; `rate` is backpressure's records/s per
+        partition for it (None: each source's maximum alone)."""
+        plan = self.plan(batch_time, rate)
         self.journal_planned(plan)
         return self.execute(plan, scheduling_delay_s, replayed=False)
 
     def replay(self, plan: BatchPlan) -> BatchOutcome:
         """Re-runs a journaled but not completed batch with exactly its journaled plan."""
-        for source in self.ctx.inputs:
-            source.import_plan(plan.batch_time, list(plan.ranges), plan.extra)
         return self.execute(plan, 0.0, replayed=True)
 
     # --- the steps ------------------------------------------------------------------------
 
-    def plan(self, batch_time: int) -> BatchPlan:
-        ranges: list[OffsetRange] = []
-        extra: dict[str, Any] = {}
-        for source in self.ctx.inputs:
-            source.plan(batch_time, self.ctx.batch_interval_ms)
-            source_ranges, source_extra = source.export_plan(batch_time)
-            ranges.extend(source_ranges)
-            extra.update(source_extra)
-        return BatchPlan(batch_time, tuple(ranges), extra)
+    def plan(self, batch_time: int, rate: float | None = None) -> BatchPlan:
+        interval = self.ctx.batch_interval_ms
+        plans = {source.name: source.plan(batch_time, interval, rate) for source in self.ctx.inputs}
+        return BatchPlan(batch_time, plans)
 
     def journal_planned(self, plan: BatchPlan) -> None:
         if self.journal is not None:
             self.journal.journal_planned(plan, self.fingerprint)
         faults.crash_point("after-planned")
 
-    def run_outputs(self, batch_time: int) -> list[OutputResult]:
-        # Stateful streams see every batch in order, whether or not an output reads them now.
-        step_stateful(self.ctx, batch_time)
-        return [output.run(self.ctx.app_id, batch_time) for output in self.ctx.outputs]
+    def run_outputs(self, plan: BatchPlan) -> list[OutputResult]:
+        self.ctx.step_stateful(plan)
+        return [output.run(self.ctx.app_id, plan) for output in self.ctx.outputs]
 
     def commit_sinks(self, batch_time: int, results: list[OutputResult]) -> None:
         faults.crash_point("before-sink-commit")
@@ -178,7 +159,7 @@ class BatchLifecycle:
         faults.crash_point("before-ack")
         if self.acknowledge_offsets is not None and plan.ranges:
             try:
-                self.acknowledge_offsets(list(plan.ranges))
+                self.acknowledge_offsets(plan)
             except Exception:  # lag tools only; never fails a batch
                 log.warning("could not commit consumer-group offsets", exc_info=True)
 
@@ -190,7 +171,7 @@ class BatchLifecycle:
         started = time.monotonic()
         before = self._counters()
         try:
-            results = self.run_outputs(batch_time)
+            results = self.run_outputs(plan)
             self.commit_sinks(batch_time, results)
             self.journal_completed(batch_time, results)
             self.checkpoints.after_completed(batch_time)
@@ -211,6 +192,6 @@ class BatchLifecycle:
         self.observer.batch_finished(outcome)
         return outcome
 
-    def _counters(self) -> dict[str, int]:
+    def _counters(self) -> Counts:
         counters = self.ctx.input_counters
         return dict(counters.value) if counters is not None else {}

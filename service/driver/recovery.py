@@ -6,7 +6,7 @@
 1. `open_epoch`: take a new epoch in the journal; from now on an older driver's appends fail.
 2. `read_state`: fold the journal and check it (contiguous ranges, consistent re-plans).
 3. `check_graph`: the job's graph must be the one that planned the journaled batches.
-4. `restore_positions`: every source resumes where the last planned batch ended.
+4. `restore_positions`: every source resumes after its journaled plans (`InputDStream.resume`).
 4b. `checkpoints.recover` (stateful graphs): load the latest usable checkpoint and recompute the
    state through the completed batches after it (see `service.driver.checkpoints`).
 5. `replay_pending`: batches planned but not completed run again with their journaled plans;
@@ -25,11 +25,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from service.driver.lifecycle import BatchLifecycle, BatchPlan
+from service.driver.lifecycle import BatchLifecycle
 from service.driver.scheduler import align_up, now_ms
 from service.errors import GraphChanged
 from service.graph.context import StreamingContext
-from service.graph.sources import KafkaInputDStream
+from service.graph.plan import BatchPlan
 from service.journal.base import Journal, JournalState
 from service.journal.records import CheckpointRecord, CompletedRecord, PlannedRecord
 
@@ -133,25 +133,28 @@ def check_graph(state: JournalState, ctx: StreamingContext) -> None:
 
 
 def restore_positions(state: JournalState, ctx: StreamingContext) -> None:
-    last = state.last_planned
-    if last is None:
+    """Every source carries on after its journaled plans, oldest first."""
+    plans = [journaled_plan(state.planned[t], ctx) for t in sorted(state.planned)]
+    if not plans:
         return
-    positions = state.last_positions()
     for source in ctx.inputs:
-        if isinstance(source, KafkaInputDStream):
-            mine = {tp: offset for tp, offset in positions.items() if source.owns(tp[0])}
-            source.planner.resume(mine)
-        else:
-            source.import_plan(last.batch_time, list(last.ranges), last.extra)
+        source.resume([plan.source(source.name) for plan in plans])
 
 
 def replay_pending(state: JournalState, lifecycle: BatchLifecycle) -> int:
     pending = state.pending()
     for record in pending:
-        extra = {k: v for k, v in record.extra.items() if k != GRAPH_KEY}
         log.info("replaying batch %d planned by epoch %d", record.batch_time, record.epoch)
-        lifecycle.replay(BatchPlan(record.batch_time, record.ranges, extra))
+        lifecycle.replay(journaled_plan(record, lifecycle.ctx))
     return len(pending)
+
+
+def journaled_plan(record: PlannedRecord, ctx: StreamingContext) -> BatchPlan:
+    """The `BatchPlan` a journal record stores: its flat ranges and extra data split among the
+    graph's sources again, each taking its own (`InputDStream.plan_from_journal`)."""
+    extra = {k: v for k, v in record.extra.items() if k != GRAPH_KEY}
+    plans = {s.name: s.plan_from_journal(record.ranges, extra) for s in ctx.inputs}
+    return BatchPlan(record.batch_time, plans)
 
 
 def first_new_batch_time(state: JournalState, interval_ms: int, clock_ms: int | None = None) -> int:

@@ -19,7 +19,11 @@ def now_ms() -> int:
 
 
 def align_up(time_ms: int, interval_ms: int) -> int:
-    """The first batch time at or after `time_ms` (batch times are multiples of the interval)."""
+    """The first batch time at or after `time_ms` (batch times are multiples of the interval).
+
+    >>> align_up(1_234, 1_000), align_up(2_000, 1_000), align_up(0, 500)
+    (2000, 2000, 0)
+    """
     return -(-time_ms // interval_ms) * interval_ms
 
 

@@ -9,13 +9,18 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from service.errors import ConfigError
-from service.graph.dstream import DStream
-from service.graph.outputs import Output
+from service.graph.base import Node, OutputOperation
+from service.graph.counters import CountersParam
+from service.graph.dstream import DStream, StatefulDStream
+from service.graph.plan import BatchPlan
 from service.graph.sources import InputDStream, KafkaInputDStream, QueueInputDStream
 from sinks.base import Sink
+
+if TYPE_CHECKING:
+    from connectors.planner import StartingOffsets
 
 SinkFactory = Callable[[str], Sink]
 SourceFactory = Callable[["StreamingContext", str], KafkaInputDStream]
@@ -40,10 +45,9 @@ class StreamingContext:
         self.app_id = app_id
         self.batch_interval_ms = batch_interval_ms
         self.default_partitions = default_partitions
-        self.streams: list[DStream] = []
+        self.streams: list[Node] = []
         self.inputs: list[InputDStream] = []
-        self.outputs: list[Output] = []
-        self.rate_override: float | None = None
+        self.outputs: list[OutputOperation] = []
         self.dead_letters_enabled = False
         self.input_counters: Any = None
         self._sink_factory = sink_factory
@@ -53,7 +57,8 @@ class StreamingContext:
 
     # --- graph building -------------------------------------------------------------------
 
-    def register(self, stream: DStream) -> int:
+    def register(self, stream: Node) -> int:
+        """Adds a new stream to the graph; its id is its place in creation order."""
         self.streams.append(stream)
         if isinstance(stream, InputDStream):
             self.inputs.append(stream)
@@ -72,7 +77,7 @@ class StreamingContext:
         *,
         topics: list[str] | None = None,
         pattern: str | None = None,
-        starting_offsets: Any = "earliest",
+        starting_offsets: StartingOffsets | None = None,
         max_rate_per_partition: float | None = None,
         min_partitions: int = 1,
         codec: str = "utf-8",
@@ -80,8 +85,8 @@ class StreamingContext:
     ) -> KafkaInputDStream:
         """A direct Kafka source: each batch reads planned offset ranges, fetched by executors.
 
-        `kafka_conf` is librdkafka configuration (at least `bootstrap.servers`). The stream's
-        elements are `SourceRecord`s; `.values()` gives the decoded values.
+        `kafka_conf` is librdkafka configuration (at least `bootstrap.servers`). Elements are
+        `SourceRecord`s; the first batch ever starts at `starting_offsets` (None: earliest).
         """
         from connectors.planner import ConfluentMetadata, OffsetPlanner, StartingOffsets
 
@@ -94,7 +99,7 @@ class StreamingContext:
             metadata,
             topics=topics,
             pattern=pattern,
-            starting=StartingOffsets.parse(starting_offsets),
+            starting=starting_offsets or StartingOffsets.earliest(),
             max_rate_per_partition=max_rate_per_partition,
             fail_on_data_loss=fail_on_data_loss,
         )
@@ -137,7 +142,7 @@ class StreamingContext:
         self._sources_by_name[name] = stream
         return stream
 
-    def add_output(self, output: Output) -> None:
+    def add_output(self, output: OutputOperation) -> None:
         if any(existing.name == output.name for existing in self.outputs):
             msg = f"output {output.name!r} is declared twice; give each output its own name"
             raise ConfigError(msg)
@@ -172,21 +177,30 @@ class StreamingContext:
         Until then `sc` is None: jobs build graphs without Spark, and use Spark only inside
         the functions they pass to operators (`transform` gets each batch's RDD).
         """
-        from service.graph.counters import CountersParam
-
         self.sc = sc
         self.input_counters = sc.accumulator({}, CountersParam())
 
     def close(self) -> None:
-        """Closes the driver-side Kafka clients the sources opened."""
+        """Closes the driver-side clients the sources and the outputs' sinks opened."""
         while self._closeables:
             self._closeables.pop().close()
+        for output in self.outputs:
+            output.close()
+
+    def stateful_streams(self) -> list[StatefulDStream]:
+        """The graph's window and state streams, parents before children."""
+        return [stream for stream in self.streams if isinstance(stream, StatefulDStream)]
 
     # --- per-batch bookkeeping ------------------------------------------------------------
 
+    def step_stateful(self, plan: BatchPlan) -> None:
+        """Builds every stateful stream's RDD of the batch (no Spark job runs) before the
+        outputs run: a stateful stream must see every batch in order, whether or not an output
+        reads it now."""
+        for stream in self.stateful_streams():
+            stream.rdd_at(plan)
+
     def forget(self, batch_time: int) -> None:
-        """Releases RDDs and plans of batches up to `batch_time`; they will not be read again."""
+        """Releases RDDs of batches up to `batch_time`; they will not be read again."""
         for stream in self.streams:
             stream.forget(batch_time)
-        for source in self.inputs:
-            source.forget_plan(batch_time)

@@ -1,54 +1,81 @@
-"""The DStream graph: a DStream is a function from batch time to an RDD.
+"""The DStream graph: a DStream is a function from a batch plan to an RDD.
 
-This module is wiring only. Each operator returns a new `DStream` whose `compute(t)` applies one RDD
-transformation to its parents' RDDs for the same batch time. Operator bodies are plain functions
+This module is wiring only. Each operator returns a new `DStream` whose `compute(plan)` applies one
+RDD transformation to its parents' RDDs for the same batch. Operator bodies are plain functions
 (see `service.graph.functions`), and every shuffle has a fixed partition count, so the same
 journaled input gives the same output partitions on every replay.
+
+Whether a batch is certainly empty (so its outputs skip the Spark job) is one method,
+`is_empty(plan)`, which each kind of stream overrides where its rule differs.
+
+Window and state operators return a `StatefulDStream`: the stream wraps a computation of
+`service.graph.window` or `service.graph.state`, which remembers what later batches need and is
+checkpointed by the driver (`service.driver.checkpoints`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
+from functools import partial
+from typing import Any
 
-from service.graph import functions
+from service.graph import functions, state_functions
+from service.graph.base import RDD, BatchFunction, GraphContext
+from service.graph.outputs import ForeachBatchOutput, SinkOutput
+from service.graph.plan import BatchPlan
+from service.graph.state import mapped_state, updated_state
+from service.graph.state_spec import StateSpec
+from service.graph.stateful import Piece, StatefulComputation
+from service.graph.window import KeyFilter, Reduce, ReducedWindow, Window
+from sinks.base import Sink
 
-if TYPE_CHECKING:
-    from service.graph.context import StreamingContext
-    from service.graph.state import StateView
-    from service.graph.state_spec import StateSpec
-    from sinks.base import Sink
+__all__ = [
+    "RDD",
+    "BatchFunction",
+    "DStream",
+    "StateView",
+    "StatefulDStream",
+    "TransformedDStream",
+]
 
-RDD = Any  # pyspark.RDD; kept as Any because pyspark's types are not followed (see pyproject).
-BatchFunction = Callable[[RDD, int], Any]
+Step = Callable[[list[RDD], int], RDD]
 
 
 class DStream:
     """A discretized stream: one RDD per batch time, computed lazily and remembered briefly."""
 
-    def __init__(self, ctx: StreamingContext, parents: list[DStream], kind: str) -> None:
+    def __init__(self, ctx: GraphContext, parents: list[DStream], kind: str) -> None:
         self.ctx = ctx
         self.parents = parents
+        self.children: list[DStream] = []
         self.kind = kind
         self.params: dict[str, Any] = {}
         self._rdds: dict[int, RDD] = {}
+        for parent in parents:
+            parent.children.append(self)
         self.node_id = ctx.register(self)
 
     # --- evaluation -----------------------------------------------------------------------
 
-    def compute(self, batch_time: int) -> RDD:
+    def compute(self, plan: BatchPlan) -> RDD:
+        """This stream's RDD for the batch `plan` describes (its time is `plan.batch_time`)."""
         raise NotImplementedError
 
-    def is_empty(self, batch_time: int) -> bool:
-        """True when the batch certainly yields no rows, so its outputs can skip the Spark job."""
-        return all(parent.is_empty(batch_time) for parent in self.parents)
+    def is_empty(self, plan: BatchPlan) -> bool:
+        """True when the batch certainly yields no rows, so its outputs can skip the Spark job.
 
-    def rdd_at(self, batch_time: int) -> RDD:
-        """The RDD of batch `batch_time`, computed once and shared by every consumer."""
-        rdd = self._rdds.get(batch_time)
+        Decided from the plan alone, never from data, so a replay decides the same. By default
+        a stream is empty when all its parents are.
+        """
+        return all(parent.is_empty(plan) for parent in self.parents)
+
+    def rdd_at(self, plan: BatchPlan) -> RDD:
+        """The RDD of batch `plan.batch_time`, computed once and shared by every consumer."""
+        rdd = self._rdds.get(plan.batch_time)
         if rdd is None:
-            rdd = self.compute(batch_time)
-            self._rdds[batch_time] = rdd
+            rdd = self.compute(plan)
+            self._rdds[plan.batch_time] = rdd
         return rdd
 
     def forget(self, batch_time: int) -> None:
@@ -71,10 +98,7 @@ class DStream:
 
     def transform(self, function: BatchFunction, kind: str = "transform") -> DStream:
         """`function(rdd, batch_time) -> rdd`: any RDD-to-RDD step; the batch time comes as data."""
-        stream = TransformedDStream(self.ctx, [self], kind, lambda rdds, t: function(rdds[0], t))
-        # The function may produce rows from nothing, so an empty input cannot skip it.
-        stream.empty_has_output = True
-        return stream
+        return GeneratingDStream(self.ctx, [self], kind, lambda rdds, t: function(rdds[0], t))
 
     def map(self, function: Callable[[Any], Any]) -> DStream:
         return self._pipe("map", lambda rdd: rdd.map(function))
@@ -135,9 +159,7 @@ class DStream:
             per_partition = rdd.mapPartitions(functions.count_iterator)
             return per_partition.union(zero).reduceByKey(functions.add, 1).map(functions.second)
 
-        stream = self._pipe("count", count_rdd)
-        stream.empty_has_output = True
-        return stream
+        return GeneratingDStream(self.ctx, [self], "count", lambda rdds, _t: count_rdd(rdds[0]))
 
     def coalesce(self, num_partitions: int) -> DStream:
         """Merges partitions without a shuffle (in partition order, so replays match)."""
@@ -164,68 +186,80 @@ class DStream:
 
     def join(self, other: DStream, num_partitions: int | None = None) -> DStream:
         """Inner join of two pair streams, batch by batch."""
-        return self._join(other, "join", num_partitions)
+        parts = self._partitions(num_partitions)
+        return InnerJoinDStream(self.ctx, self, other, parts)
 
     def left_outer_join(self, other: DStream, num_partitions: int | None = None) -> DStream:
-        return self._join(other, "left_outer_join", num_partitions)
+        """Every pair of this stream with the matching values of `other` (None where none)."""
+        parts = self._partitions(num_partitions)
+        return LeftOuterJoinDStream(self.ctx, self, other, parts)
 
-    # --- stateful operators (bodies in service.graph.window and service.graph.state) -------
+    # --- stateful operators (computations in service.graph.window and service.graph.state) -
     # Durations are in milliseconds of batch time and multiples of the batch interval.
 
     def window(self, length_ms: int, slide_ms: int | None = None) -> DStream:
         """Every row of the batches in `(t - length_ms, t]`, at each slide boundary `t`."""
-        from service.graph import window as windows
-
-        return windows.window(self, length_ms, slide_ms)
+        return StatefulDStream(self, Window(self.ctx, self, length_ms, slide_ms))
 
     def count_by_window(self, length_ms: int, slide_ms: int | None = None) -> DStream:
-        from service.graph import window as windows
-
-        return windows.count_by_window(self, length_ms, slide_ms)
+        """The number of rows in each window (incremental; 0 once rows have left it)."""
+        ones = self.map(state_functions.constant_one)
+        return ones.reduce_by_window(
+            functions.add, state_functions.subtract, length_ms=length_ms, slide_ms=slide_ms
+        )
 
     def reduce_by_window(
         self,
-        function: Callable[[Any, Any], Any],
-        inv_function: Callable[[Any, Any], Any] | None = None,
+        function: Reduce,
+        inv_function: Reduce | None = None,
         *,
         length_ms: int,
         slide_ms: int | None = None,
     ) -> DStream:
-        from service.graph import window as windows
-
-        return windows.reduce_by_window(
-            self, function, inv_function, length_ms=length_ms, slide_ms=slide_ms
+        """One value per window: the reduction of every row in it (by one key, on one partition)."""
+        keyed = self.map(state_functions.key_by_none)
+        reduced = ReducedWindow(
+            self.ctx,
+            keyed,
+            function,
+            inv_function,
+            length_ms,
+            slide_ms,
+            1,
+            None,
+            "reduce_by_window",
         )
+        return StatefulDStream(keyed, reduced).map(functions.second)
 
     def reduce_by_key_and_window(
         self,
-        function: Callable[[Any, Any], Any],
-        inv_function: Callable[[Any, Any], Any] | None = None,
+        function: Reduce,
+        inv_function: Reduce | None = None,
         *,
         length_ms: int,
         slide_ms: int | None = None,
         num_partitions: int | None = None,
-        filter_fn: Callable[[tuple[Any, Any]], bool] | None = None,
+        filter_fn: KeyFilter | None = None,
     ) -> DStream:
         """Per key, the reduction over the window; incremental when `inv_function` is given."""
-        from service.graph import window as windows
-
-        return windows.reduce_by_key_and_window(
-            self,
-            function,
-            inv_function,
-            length_ms=length_ms,
-            slide_ms=slide_ms,
-            num_partitions=num_partitions,
-            filter_fn=filter_fn,
+        parts = self._partitions(num_partitions)
+        reduced = ReducedWindow(
+            self.ctx, self, function, inv_function, length_ms, slide_ms, parts, filter_fn
         )
+        return StatefulDStream(self, reduced)
 
     def count_by_value_and_window(
         self, length_ms: int, slide_ms: int | None = None, num_partitions: int | None = None
     ) -> DStream:
-        from service.graph import window as windows
-
-        return windows.count_by_value_and_window(self, length_ms, slide_ms, num_partitions)
+        """`(value, count)` per distinct value in each window; values whose count fell to 0 drop."""
+        return self.map(functions.pair_with_one).reduce_by_key_and_window(
+            functions.add,
+            state_functions.subtract,
+            length_ms=length_ms,
+            slide_ms=slide_ms,
+            num_partitions=num_partitions,
+            filter_fn=state_functions.count_is_not_zero,
+        )
 
     def update_state_by_key(
         self,
@@ -233,34 +267,29 @@ class DStream:
         num_partitions: int | None = None,
         initial: Iterable[tuple[Any, Any]] | None = None,
     ) -> StateView:
-        """`update_fn(new_values, state) -> state | None` per key, every batch (None removes)."""
-        from service.graph import state
-
-        return state.update_state_by_key(self, update_fn, num_partitions, initial)
+        """`update_fn(new_values, state) -> state | None` per key, every batch (None removes).
+        The stream is every `(key, state)`, every batch."""
+        state = updated_state(self.ctx, self, update_fn, self._partitions(num_partitions), initial)
+        return StateView(StatefulDStream(self, state), "state_pairs", state_functions.state_pairs)
 
     def map_with_state(self, spec: StateSpec) -> StateView:
-        """The records `spec.function` returns per value (and per timed-out key)."""
-        from service.graph import state
-
-        return state.map_with_state(self, spec)
+        """The records `spec.function` returns per value (and per timed-out key);
+        `.state_snapshots()` gives the state itself."""
+        state = mapped_state(self.ctx, self, spec, self._partitions(spec.num_partitions))
+        stream = StatefulDStream(self, state)
+        return StateView(stream, "mapped_with_state", state_functions.mapped_records)
 
     # --- output operations ----------------------------------------------------------------
 
     def foreach_batch(self, function: BatchFunction, name: str | None = None) -> None:
         """Runs `function(rdd, batch_time)` on the driver for every batch; not exactly-once."""
-        from service.graph.outputs import ForeachBatchOutput
-
         self.ctx.add_output(ForeachBatchOutput(self, function, name or f"foreach{self.node_id}"))
 
     def write(self, name: str, sink: Sink | None = None) -> None:
         """Writes every batch to `sink` (or the sink configured under `name`) exactly once."""
-        from service.graph.outputs import SinkOutput
-
         self.ctx.add_output(SinkOutput(self, name, sink or self.ctx.configured_sink(name)))
 
     # --- helpers --------------------------------------------------------------------------
-
-    empty_has_output = False
 
     def _pipe(self, kind: str, step: Callable[[RDD], RDD]) -> DStream:
         return TransformedDStream(self.ctx, [self], kind, lambda rdds, _t: step(rdds[0]))
@@ -268,44 +297,120 @@ class DStream:
     def _partitions(self, requested: int | None) -> int:
         return requested if requested is not None else self.ctx.default_partitions
 
-    def _join(self, other: DStream, kind: str, num_partitions: int | None) -> DStream:
-        parts = self._partitions(num_partitions)
-
-        def joined(rdds: list[RDD], _t: int) -> RDD:
-            left, right = rdds
-            if kind == "join":
-                return left.join(right, parts)
-            return left.leftOuterJoin(right, parts)
-
-        stream = TransformedDStream(self.ctx, [self, other], kind, joined)
-        stream.params["partitions"] = parts
-        if kind == "left_outer_join":
-            stream.empty_when = lambda t: self.is_empty(t)
-        return stream
-
 
 class TransformedDStream(DStream):
-    """A stream computed from its parents' RDDs of the same batch time by one step."""
+    """A stream computed from its parents' RDDs of the same batch by one step."""
 
-    def __init__(
-        self,
-        ctx: StreamingContext,
-        parents: list[DStream],
-        kind: str,
-        step: Callable[[list[RDD], int], RDD],
-    ) -> None:
+    def __init__(self, ctx: GraphContext, parents: list[DStream], kind: str, step: Step) -> None:
         super().__init__(ctx, parents, kind)
         self._step = step
-        self.empty_when: Callable[[int], bool] | None = None
 
-    def compute(self, batch_time: int) -> RDD:
-        return self._step([parent.rdd_at(batch_time) for parent in self.parents], batch_time)
+    def compute(self, plan: BatchPlan) -> RDD:
+        rdds = [parent.rdd_at(plan) for parent in self.parents]
+        return self._step(rdds, plan.batch_time)
 
-    def is_empty(self, batch_time: int) -> bool:
-        if self.empty_has_output:
-            return False
-        if self.empty_when is not None:
-            return self.empty_when(batch_time)
-        if self.kind == "join":
-            return any(parent.is_empty(batch_time) for parent in self.parents)
-        return super().is_empty(batch_time)
+
+class GeneratingDStream(TransformedDStream):
+    """A step that may produce rows from an empty input (`transform`, `count`): never skipped."""
+
+    def is_empty(self, plan: BatchPlan) -> bool:
+        return False
+
+
+class InnerJoinDStream(TransformedDStream):
+    """An inner join: empty as soon as either side is, since every row needs a match."""
+
+    def __init__(self, ctx: GraphContext, left: DStream, right: DStream, partitions: int) -> None:
+        super().__init__(ctx, [left, right], "join", partial(_join, partitions))
+        self.params["partitions"] = partitions
+
+    def is_empty(self, plan: BatchPlan) -> bool:
+        return any(parent.is_empty(plan) for parent in self.parents)
+
+
+class LeftOuterJoinDStream(TransformedDStream):
+    """A left outer join: every left row appears, so it is empty exactly when the left is."""
+
+    def __init__(self, ctx: GraphContext, left: DStream, right: DStream, partitions: int) -> None:
+        super().__init__(ctx, [left, right], "left_outer_join", partial(_left_join, partitions))
+        self.params["partitions"] = partitions
+
+    def is_empty(self, plan: BatchPlan) -> bool:
+        return self.parents[0].is_empty(plan)
+
+
+def _join(partitions: int, rdds: list[RDD], _batch_time: int) -> RDD:
+    left, right = rdds
+    return left.join(right, partitions)
+
+
+def _left_join(partitions: int, rdds: list[RDD], _batch_time: int) -> RDD:
+    left, right = rdds
+    return left.leftOuterJoin(right, partitions)
+
+
+class StatefulDStream(DStream):
+    """A stream whose batch depends on earlier batches: a window or a keyed state.
+
+    Its `StatefulComputation` does the work and remembers (and persists) what later batches
+    need; the stream names the computation's checkpoint pieces uniquely in the graph.
+    """
+
+    def __init__(self, parent: DStream, computation: StatefulComputation) -> None:
+        super().__init__(parent.ctx, [parent], computation.kind)
+        self.computation = computation
+        self.params.update(computation.params)
+
+    def compute(self, plan: BatchPlan) -> RDD:
+        return self.computation.compute(plan)
+
+    def is_empty(self, plan: BatchPlan) -> bool:
+        self.rdd_at(plan)
+        return self.computation.empty_at(plan.batch_time)
+
+    def forget(self, batch_time: int) -> None:
+        # Not DStream.forget: the RDDs handed out are the computation's, which releases what
+        # it persisted once no later batch needs it.
+        self._rdds = {t: rdd for t, rdd in self._rdds.items() if t > batch_time}
+        self.computation.forget(batch_time)
+
+    @property
+    def piece_prefix(self) -> str:
+        """What this stream's checkpoint piece names start with: unique in the graph and
+        stable across runs of the same graph."""
+        return f"s{self.node_id}-{self.kind}-"
+
+    def checkpoint_pieces(self, batch_time: int) -> list[Piece]:
+        pieces = self.computation.checkpoint_pieces(batch_time)
+        return [replace(piece, name=self.piece_prefix + piece.name) for piece in pieces]
+
+    def restore(self, batch_time: int, pieces: dict[str, RDD]) -> None:
+        """Carries on from the pieces of a checkpoint (all streams' pieces, keyed by name)."""
+        prefix = self.piece_prefix
+        mine = {n.removeprefix(prefix): r for n, r in pieces.items() if n.startswith(prefix)}
+        self.computation.restore(batch_time, mine)
+
+
+class StateView(TransformedDStream):
+    """A user-facing view of a keyed state stream: its `(key, state)` pairs, or the records a
+    `map_with_state` function returned."""
+
+    def __init__(
+        self, state: StatefulDStream, kind: str, select: Callable[[Iterable[Any]], Iterator[Any]]
+    ) -> None:
+        super().__init__(state.ctx, [state], kind, partial(_select_step, select))
+        self.state = state
+
+    def state_snapshots(self) -> StateView:
+        """`(key, state)` for every key with state, every batch."""
+        return StateView(self.state, "state_snapshots", state_functions.state_pairs)
+
+    def changes(self) -> StateView:
+        """`(key, state)` for the keys whose state appeared or changed in this batch."""
+        return StateView(self.state, "state_changes", state_functions.changed_pairs)
+
+
+def _select_step(
+    select: Callable[[Iterable[Any]], Iterator[Any]], rdds: list[RDD], _batch_time: int
+) -> RDD:
+    return rdds[0].mapPartitions(select, preservesPartitioning=True)

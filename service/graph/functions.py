@@ -18,7 +18,11 @@ V = TypeVar("V")
 
 
 def pair_with_one(value: T) -> tuple[T, int]:
-    """`x -> (x, 1)`: the first half of counting by value."""
+    """`x -> (x, 1)`: the first half of counting by value.
+
+    >>> pair_with_one("cat")
+    ('cat', 1)
+    """
     return (value, 1)
 
 
@@ -27,7 +31,11 @@ def add(left: Any, right: Any) -> Any:
 
 
 def count_iterator(rows: Iterable[Any]) -> Iterator[tuple[None, int]]:
-    """One `(None, n)` per partition: the per-partition half of a stream-wide count."""
+    """One `(None, n)` per partition: the per-partition half of a stream-wide count.
+
+    >>> list(count_iterator(iter("abc")))
+    [(None, 3)]
+    """
     yield (None, sum(1 for _ in rows))
 
 
@@ -36,7 +44,11 @@ def second(pair: tuple[Any, V]) -> V:
 
 
 def key_by_position(index: int, rows: Iterable[T]) -> Iterator[tuple[tuple[int, int], T]]:
-    """Keys rows by (partition, position) so a repartition spreads them the same way on replay."""
+    """Keys rows by (partition, position) so a repartition spreads them the same way on replay.
+
+    >>> list(key_by_position(2, ["a", "b"]))
+    [((2, 0), 'a'), ((2, 1), 'b')]
+    """
     for position, row in enumerate(rows):
         yield ((index, position), row)
 
@@ -44,7 +56,11 @@ def key_by_position(index: int, rows: Iterable[T]) -> Iterator[tuple[tuple[int, 
 def apply_to_values(
     function: Callable[[V], Any],
 ) -> Callable[[tuple[K, V]], tuple[K, Any]]:
-    """Lifts `f` to `(k, v) -> (k, f(v))`."""
+    """Lifts `f` to `(k, v) -> (k, f(v))`.
+
+    >>> apply_to_values(len)(("word", "abc"))
+    ('word', 3)
+    """
 
     def mapped(pair: tuple[K, V]) -> tuple[K, Any]:
         return (pair[0], function(pair[1]))
@@ -54,12 +70,20 @@ def apply_to_values(
 
 def count_words(lines: Iterable[str]) -> Iterator[tuple[str, int]]:
     """Per-partition word counts: the whole of a word count's map side in one pass (C-speed
-    `Counter.update`), so the shuffle carries one pair per distinct word, not one per word."""
+    `Counter.update`), so the shuffle carries one pair per distinct word, not one per word.
+
+    >>> sorted(count_words(["The cat", "the hat"]))
+    [('cat', 1), ('hat', 1), ('the', 2)]
+    """
     # map/chain/Counter all run in C: no Python bytecode per line or per word.
     words = chain.from_iterable(map(str.split, map(str.lower, lines)))
     yield from Counter(words).items()
 
 
 def words_of(line: str) -> list[str]:
-    """Splits a line on white space and lower-cases it: the word-count example's tokenizer."""
+    """Splits a line on white space and lower-cases it: the word-count example's tokenizer.
+
+    >>> words_of("  Hello  World ")
+    ['hello', 'world']
+    """
     return line.lower().split()

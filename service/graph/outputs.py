@@ -4,29 +4,26 @@ A `SinkOutput` runs one job per batch in which task `p` writes partition `p` und
 `BatchKey(app, output, t, p)`; the sink makes that idempotent. Afterwards the driver calls
 `sink.commit`. A batch whose input is certainly empty skips the job and commits zero partitions,
 which is deterministic because emptiness is decided from the journaled plan, not from data.
+
+Outputs see their stream only as a `BatchStream` (its RDD and its emptiness for a plan).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from service.graph.dstream import BatchFunction, DStream
+from service.graph.base import RDD, BatchFunction, BatchStream, OutputResult
+from service.graph.plan import BatchPlan
 from sinks.base import BatchKey, Sink
 
+__all__ = ["ForeachBatchOutput", "Output", "OutputResult", "SinkOutput"]
 
-@dataclass(frozen=True)
-class OutputResult:
-    """What one output operation did for one batch."""
 
-    name: str
-    partitions: int
-    rows: int
-    skipped_partitions: int
-    seconds: float = 0.0
+# The output that carries a source's undecodable records is named `<source><suffix>`.
+DEAD_LETTER_SUFFIX = ".dead-letters"
 
 
 class SinkOutput:
@@ -34,7 +31,7 @@ class SinkOutput:
 
     exactly_once = True
 
-    def __init__(self, stream: DStream, name: str, sink: Sink) -> None:
+    def __init__(self, stream: BatchStream, name: str, sink: Sink) -> None:
         self.stream = stream
         self.name = name
         self.sink = sink
@@ -45,12 +42,13 @@ class SinkOutput:
     def setup(self, app: str) -> None:
         self.sink.setup(app, self.name)
 
-    def run(self, app: str, batch_time: int) -> OutputResult:
-        if self.stream.is_empty(batch_time):
+    def run(self, app: str, plan: BatchPlan) -> OutputResult:
+        if self.stream.is_empty(plan):
             return OutputResult(self.name, 0, 0, 0)
         started = time.monotonic()
-        rdd = self.stream.rdd_at(batch_time)
-        if getattr(self.sink, "driver_side", False):
+        batch_time = plan.batch_time
+        rdd = self.stream.rdd_at(plan)
+        if self.sink.writes_on_driver:
             reports = self._write_on_driver(rdd, app, batch_time)
         else:
             write = partial(write_partition, self.sink, app, self.name, batch_time)
@@ -62,7 +60,10 @@ class SinkOutput:
     def commit(self, app: str, batch_time: int, result: OutputResult) -> None:
         self.sink.commit(app, self.name, batch_time, result.partitions)
 
-    def _write_on_driver(self, rdd: Any, app: str, batch_time: int) -> list[tuple[int, int, bool]]:
+    def close(self) -> None:
+        self.sink.close()
+
+    def _write_on_driver(self, rdd: RDD, app: str, batch_time: int) -> list[tuple[int, int, bool]]:
         """For driver-side sinks (console, tests): collect each partition, then write it."""
         parts = rdd.mapPartitionsWithIndex(collect_partition).collect()
         reports = []
@@ -80,7 +81,7 @@ class ForeachBatchOutput:
 
     exactly_once = False
 
-    def __init__(self, stream: DStream, function: BatchFunction, name: str) -> None:
+    def __init__(self, stream: BatchStream, function: BatchFunction, name: str) -> None:
         self.stream = stream
         self.function = function
         self.name = name
@@ -91,16 +92,19 @@ class ForeachBatchOutput:
     def setup(self, app: str) -> None:
         """Nothing to prepare: the function owns its destination."""
 
-    def run(self, app: str, batch_time: int) -> OutputResult:
+    def run(self, app: str, plan: BatchPlan) -> OutputResult:
         started = time.monotonic()
-        rdd = self.stream.rdd_at(batch_time)
-        if self.stream.is_empty(batch_time):
-            rdd = self.stream.ctx.sc.emptyRDD()
-        self.function(rdd, batch_time)
+        rdd = self.stream.rdd_at(plan)
+        if self.stream.is_empty(plan):
+            rdd = rdd.context.emptyRDD()
+        self.function(rdd, plan.batch_time)
         return OutputResult(self.name, 0, 0, 0, time.monotonic() - started)
 
     def commit(self, app: str, batch_time: int, result: OutputResult) -> None:
         """Nothing to commit: the function ran to completion or raised."""
+
+    def close(self) -> None:
+        """Nothing to release: the function owns its destination."""
 
 
 Output = SinkOutput | ForeachBatchOutput

@@ -1,45 +1,62 @@
 """Input DStreams: what a batch reads is decided (planned) on the driver and journaled as data.
 
-A source plans batch `t` before any work runs; the plan is exported to the journal and can be
-imported back on recovery, so a replayed batch reads exactly what the first attempt read.
+A source plans batch `t` before any work runs and returns its `SourcePlan`; it keeps no copy. The
+lifecycle journals the plan and hands it back to `compute`, so a replayed batch, whose plan is
+rebuilt from the journal with `plan_from_journal`, reads exactly what the first attempt read.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from connectors.offsets import OffsetRange
-from service.graph.dstream import RDD, DStream
+from service.errors import DataLoss, JournalCorrupt
+from service.graph.base import RDD, GraphContext
+from service.graph.counters import Counts, DecodeErrors, InputRecords, add_count
+from service.graph.dstream import DStream
+from service.graph.plan import BatchPlan, SourcePlan
 
-if TYPE_CHECKING:
-    from service.graph.context import StreamingContext
+TopicPartition = tuple[str, int]
 
 
 class InputDStream(DStream):
-    """A stream read from outside; plans, exports and imports what each batch covers."""
+    """A stream read from outside: plans each batch, and carries on after journaled plans."""
 
-    def __init__(self, ctx: StreamingContext, name: str, kind: str) -> None:
+    def __init__(self, ctx: GraphContext, name: str, kind: str) -> None:
         super().__init__(ctx, [], kind)
         self.name = name
         self.params["name"] = name
 
-    def plan(self, batch_time: int, interval_ms: int) -> None:
+    def plan(self, batch_time: int, interval_ms: int, rate: float | None) -> SourcePlan:
+        """What batch `batch_time` reads; the next call plans the batch after it.
+
+        `rate` is backpressure's records/s per partition (None: the source's maximum alone).
+        """
         raise NotImplementedError
 
-    def export_plan(self, batch_time: int) -> tuple[list[OffsetRange], dict[str, Any]]:
-        """(offset ranges, other JSON data) that make batch `batch_time` reproducible."""
+    def resume(self, journaled: Sequence[SourcePlan]) -> None:
+        """Carries on after `journaled`, this source's journaled plans oldest first: the next
+        `plan` starts where the last of them ended. Recovery calls it once, before planning."""
         raise NotImplementedError
 
-    def import_plan(
-        self, batch_time: int, ranges: list[OffsetRange], extra: dict[str, Any]
-    ) -> None:
+    def plan_from_journal(
+        self, ranges: Sequence[OffsetRange], extra: Mapping[str, Any]
+    ) -> SourcePlan:
+        """This source's part of a journaled plan (the journal stores every source's ranges
+        and extra data flat, in one record)."""
         raise NotImplementedError
 
-    def forget_plan(self, batch_time: int) -> None:
-        """Drops plans up to and including `batch_time` once the batch is done."""
+    def is_empty(self, plan: BatchPlan) -> bool:
+        """A source has no parents: only it knows whether its plan reads anything."""
+        raise NotImplementedError
+
+    def check_replayable(self, plans: Sequence[BatchPlan]) -> None:
+        """Refuses (`DataLoss`) when this source can no longer read its part of `plans`:
+        journaled batches, oldest first, that recovery must compute again. A source that keeps
+        its input (the queue source) has nothing to check."""
 
 
 class QueueInputDStream(InputDStream):
@@ -48,35 +65,48 @@ class QueueInputDStream(InputDStream):
     Its plan is the index of the list, so a recovering driver replays the same lists.
     """
 
-    def __init__(self, ctx: StreamingContext, name: str, batches: list[list[Any]]) -> None:
+    def __init__(self, ctx: GraphContext, name: str, batches: list[list[Any]]) -> None:
         super().__init__(ctx, name, "queue")
         self._batches = batches
         self._next_index = 0
-        self._plans: dict[int, int] = {}
 
-    def plan(self, batch_time: int, interval_ms: int) -> None:
-        self._plans[batch_time] = self._next_index
+    @property
+    def _key(self) -> str:
+        return f"queue:{self.name}"
+
+    def plan(self, batch_time: int, interval_ms: int, rate: float | None) -> SourcePlan:
+        index = self._next_index
         self._next_index += 1
+        return SourcePlan(extra={self._key: index})
 
-    def export_plan(self, batch_time: int) -> tuple[list[OffsetRange], dict[str, Any]]:
-        return [], {f"queue:{self.name}": self._plans[batch_time]}
+    def resume(self, journaled: Sequence[SourcePlan]) -> None:
+        if journaled:
+            self._next_index = self._index(journaled[-1]) + 1
 
-    def import_plan(
-        self, batch_time: int, ranges: list[OffsetRange], extra: dict[str, Any]
-    ) -> None:
-        index = int(extra[f"queue:{self.name}"])
-        self._plans[batch_time] = index
-        self._next_index = max(self._next_index, index + 1)
+    def plan_from_journal(
+        self, ranges: Sequence[OffsetRange], extra: Mapping[str, Any]
+    ) -> SourcePlan:
+        if self._key not in extra:
+            msg = (
+                f"the journaled plan has no {self._key!r} entry for queue source {self.name!r} "
+                f"(found keys: {sorted(extra)}); it was written by another graph: run that graph, "
+                "or start this one under a new app id"
+            )
+            raise JournalCorrupt(msg)
+        return SourcePlan(extra={self._key: int(extra[self._key])})
 
-    def _rows(self, batch_time: int) -> list[Any]:
-        index = self._plans[batch_time]
+    def _index(self, plan: SourcePlan) -> int:
+        return int(plan.extra[self._key])
+
+    def _rows(self, plan: BatchPlan) -> list[Any]:
+        index = self._index(plan.source(self.name))
         return self._batches[index] if index < len(self._batches) else []
 
-    def is_empty(self, batch_time: int) -> bool:
-        return not self._rows(batch_time)
+    def is_empty(self, plan: BatchPlan) -> bool:
+        return not self._rows(plan)
 
-    def compute(self, batch_time: int) -> RDD:
-        rows = self._rows(batch_time)
+    def compute(self, plan: BatchPlan) -> RDD:
+        rows = self._rows(plan)
         return self.ctx.sc.parallelize(rows, max(1, min(len(rows), self.ctx.default_partitions)))
 
 
@@ -89,7 +119,7 @@ class KafkaInputDStream(InputDStream):
 
     def __init__(
         self,
-        ctx: StreamingContext,
+        ctx: GraphContext,
         name: str,
         planner: Any,
         consumer_conf: dict[str, str],
@@ -104,7 +134,6 @@ class KafkaInputDStream(InputDStream):
         self._conf = consumer_conf
         self._codec = codec
         self._min_partitions = min_partitions
-        self._plans: dict[int, list[OffsetRange]] = {}
         self.params["codec"] = codec
         self.params["subscription"] = subscription
 
@@ -124,33 +153,41 @@ class KafkaInputDStream(InputDStream):
             return topic in self._topics
         return self._pattern is not None and self._pattern.fullmatch(topic) is not None
 
-    def plan(self, batch_time: int, interval_ms: int) -> None:
-        rate = self.ctx.rate_override
-        self._plans[batch_time] = self.planner.plan(batch_time, interval_ms, rate)
+    def plan(self, batch_time: int, interval_ms: int, rate: float | None) -> SourcePlan:
+        return SourcePlan(tuple(self.planner.plan(batch_time, interval_ms, rate)))
 
-    def export_plan(self, batch_time: int) -> tuple[list[OffsetRange], dict[str, Any]]:
-        return list(self._plans[batch_time]), {}
+    def resume(self, journaled: Sequence[SourcePlan]) -> None:
+        """Each partition continues at the end of its latest journaled range."""
+        positions: dict[TopicPartition, int] = {}
+        for plan in journaled:
+            for r in sorted(plan.ranges):
+                positions[r.topic_partition] = r.until_offset
+        self.planner.resume(positions)
 
-    def import_plan(
-        self, batch_time: int, ranges: list[OffsetRange], extra: dict[str, Any]
-    ) -> None:
-        mine = [r for r in ranges if self.owns(r.topic)]
-        self._plans[batch_time] = mine
+    def plan_from_journal(
+        self, ranges: Sequence[OffsetRange], extra: Mapping[str, Any]
+    ) -> SourcePlan:
+        return SourcePlan(tuple(r for r in ranges if self.owns(r.topic)))
 
-    def forget_plan(self, batch_time: int) -> None:
-        for t in [t for t in self._plans if t <= batch_time]:
-            del self._plans[t]
+    def is_empty(self, plan: BatchPlan) -> bool:
+        return plan.source(self.name).offsets == 0
 
-    def ranges(self, batch_time: int) -> list[OffsetRange]:
-        return self._plans.get(batch_time, [])
+    def check_replayable(self, plans: Sequence[BatchPlan]) -> None:
+        """Each partition's first offset to read again must still be in Kafka (retention may
+        have deleted it since the batch was journaled)."""
+        first = first_offsets(self.name, plans)
+        if not first or self.metadata is None:
+            return
+        for tp, (low, _high) in self.metadata.watermarks(sorted(first)).items():
+            offset, batch_time = first[tp]
+            if low > offset:
+                raise replay_data_loss(tp, offset, low, batch_time)
 
-    def is_empty(self, batch_time: int) -> bool:
-        return all(r.count == 0 for r in self.ranges(batch_time))
-
-    def compute(self, batch_time: int) -> RDD:
+    def compute(self, plan: BatchPlan) -> RDD:
         from connectors.planner import split_ranges
 
-        pieces = split_ranges([r for r in self.ranges(batch_time) if r.count], self._min_partitions)
+        ranges = [r for r in plan.source(self.name).ranges if r.count]
+        pieces = split_ranges(ranges, self._min_partitions)
         if not pieces:
             return self.ctx.sc.emptyRDD()
         slices = self.ctx.sc.parallelize([[piece] for piece in pieces], len(pieces))
@@ -184,8 +221,35 @@ class KafkaInputDStream(InputDStream):
     def _needs_metadata(self) -> bool:
         # Only `values()` and `dead_letters()` understand the values-only fast path; any other
         # consumer of this stream sees full `SourceRecord`s.
-        children = [s for s in self.ctx.streams if self in s.parents]
-        return any(child.kind not in ("values", "dead_letters") for child in children)
+        return any(child.kind not in ("values", "dead_letters") for child in self.children)
+
+
+def first_offsets(source: str, plans: Sequence[BatchPlan]) -> dict[TopicPartition, tuple[int, int]]:
+    """Per partition, the first offset `plans` (oldest first) read of `source`, and the batch.
+
+    >>> plans = [BatchPlan(t, {"s": SourcePlan((OffsetRange("a", 0, f, f + 5),))})
+    ...          for t, f in [(1000, 10), (2000, 15)]]
+    >>> first_offsets("s", plans)
+    {('a', 0): (10, 1000)}
+    """
+    first: dict[TopicPartition, tuple[int, int]] = {}
+    for plan in plans:
+        for r in plan.source(source).ranges:
+            if r.count and r.topic_partition not in first:
+                first[r.topic_partition] = (r.from_offset, plan.batch_time)
+    return first
+
+
+def replay_data_loss(tp: TopicPartition, first: int, low: int, batch_time: int) -> DataLoss:
+    msg = (
+        f"recovery must compute batch {batch_time} again, which read topic {tp[0]!r} partition "
+        f"{tp[1]} from offset {first}, but the earliest offset Kafka still holds is {low} "
+        f"(offsets {first}..{low - 1} were deleted by retention), so the state cannot be "
+        "rebuilt exactly. Raise the topic's retention above the checkpoint interval, restore "
+        "the journal and checkpoints from a copy, or start the job under a new app id (its "
+        "state then starts empty)."
+    )
+    return DataLoss(msg)
 
 
 def read_partition(
@@ -198,7 +262,7 @@ def read_partition(
     """Executor side: reads this task's ranges, counting records per partition and failures."""
     from connectors.reader import SourceRecord, read_range
 
-    counts: dict[str, int] = {}
+    counts: Counts = {}
     for r in (r for batch in slices for r in batch):
         records = failures = 0
         for record in read_range(conf, r, codec, values_only=values_only):
@@ -206,30 +270,11 @@ def read_partition(
             if type(record) is SourceRecord and record.error is not None:
                 failures += 1
             yield record
-        key = input_counter_key(r.topic, r.partition)
-        counts[key] = counts.get(key, 0) + records
-        counts["records"] = counts.get("records", 0) + records
-        counts["decode_errors"] = counts.get("decode_errors", 0) + failures
+        add_count(counts, InputRecords(r.topic, r.partition), records)
         if failures:
-            error_key = decode_error_counter_key(r.topic)
-            counts[error_key] = counts.get(error_key, 0) + failures
+            add_count(counts, DecodeErrors(r.topic), failures)
     if counters is not None:
         counters.add(counts)
-
-
-def input_counter_key(topic: str, partition: int) -> str:
-    return f"in\t{topic}\t{partition}"
-
-
-def decode_error_counter_key(topic: str) -> str:
-    return f"decode\t{topic}"
-
-
-def parse_input_counter_key(key: str) -> tuple[str, int] | None:
-    parts = key.split("\t")
-    if len(parts) != 3 or parts[0] != "in":
-        return None
-    return parts[1], int(parts[2])
 
 
 def values_of(records: Iterable[Any]) -> Iterator[Any]:

@@ -19,13 +19,12 @@ from functools import partial
 from typing import Any
 
 from service.graph import state_functions as fn
-from service.graph.dstream import RDD, DStream, TransformedDStream
+from service.graph.base import RDD, BatchStream, GraphContext
+from service.graph.plan import BatchPlan
 from service.graph.state_spec import StateSpec
 from service.graph.stateful import (
-    Batch,
     Piece,
-    StatefulDStream,
-    batch_time_of,
+    StatefulComputation,
     persist,
     release,
     union_partitioned,
@@ -35,18 +34,20 @@ Merge = Callable[[int, Iterable[Any]], Iterator[Any]]
 KEPT_STATES = 2
 
 
-class StateDStream(StatefulDStream):
-    """The internal stream of state records (see `state_functions`); users see `StateView`s."""
+class KeyedState(StatefulComputation):
+    """The state records of every batch (see `state_functions`); users see them through
+    `service.graph.dstream.StateView`s."""
 
     def __init__(
         self,
-        parent: DStream,
+        ctx: GraphContext,
+        parent: BatchStream,
         kind: str,
         merge: Merge,
         partitions: int,
         initial: Iterable[tuple[Any, Any]] | None,
     ) -> None:
-        super().__init__(parent.ctx, [parent], kind)
+        super().__init__(ctx, parent, kind)
         self.partitions = partitions
         self.params.update(partitions=partitions, initial=initial is not None)
         self._merge = merge
@@ -54,9 +55,9 @@ class StateDStream(StatefulDStream):
         self._states: list[tuple[int, RDD]] = []
         self._may_have_state = bool(self._initial)
 
-    def compute(self, batch: Batch) -> RDD:
-        t = batch_time_of(batch)
-        self.decide_empty(t, self.parents[0].is_empty(batch) and not self._may_have_state)
+    def compute(self, plan: BatchPlan) -> RDD:
+        t = plan.batch_time
+        self.decide_empty(t, self.parent.is_empty(plan) and not self._may_have_state)
         if self._states and self._states[-1][0] >= t:
             msg = (
                 f"{self.kind}: state of batch {t} asked for after batch {self._states[-1][0]}; "
@@ -64,8 +65,8 @@ class StateDStream(StatefulDStream):
             )
             raise fn.StateError(msg)
         inputs = [self._previous(t)] if self._states or self._initial else []
-        if not self.parents[0].is_empty(batch):
-            tagged = self.parents[0].rdd_at(batch).mapPartitionsWithIndex(fn.tag_new_values)
+        if not self.parent.is_empty(plan):
+            tagged = self.parent.rdd_at(plan).mapPartitionsWithIndex(fn.tag_new_values)
             inputs.append(tagged.partitionBy(self.partitions))
             self._may_have_state = True
         if not inputs:
@@ -75,6 +76,11 @@ class StateDStream(StatefulDStream):
         self._states = [*self._states, (t, merged)]
         return merged
 
+    @property
+    def latest(self) -> RDD | None:
+        """The state RDD of the latest batch computed (or restored), if any."""
+        return self._states[-1][1] if self._states else None
+
     def _previous(self, t: int) -> RDD:
         if self._states:
             return self._states[-1][1]
@@ -83,7 +89,6 @@ class StateDStream(StatefulDStream):
         return rows.mapPartitions(start).partitionBy(self.partitions)
 
     def forget(self, batch_time: int) -> None:
-        self.drop_rdds(batch_time)
         while len(self._states) > KEPT_STATES:
             release(self._states.pop(0)[1])
 
@@ -92,56 +97,33 @@ class StateDStream(StatefulDStream):
             rdd = self._previous(batch_time)
         else:
             rdd = self._states[-1][1].filter(fn.is_state_entry)
-        return [Piece(self.piece_name("state"), rdd, "state")]
+        return [Piece("state", rdd, "state")]
 
     def restore(self, batch_time: int, pieces: dict[str, RDD]) -> None:
         for _, rdd in self._states:
             release(rdd)
-        self._states = [(batch_time, persist(pieces[self.piece_name("state")]))]
+        self._states = [(batch_time, persist(pieces["state"]))]
         self._may_have_state = True
 
 
-class StateView(TransformedDStream):
-    """A user-facing view of a state stream: its `(key, state)` pairs, or the mapped records."""
-
-    def __init__(self, state: StateDStream, kind: str, select: Callable[..., Any]) -> None:
-        super().__init__(state.ctx, [state], kind, partial(_select_step, select))
-        self.state = state
-
-    def state_snapshots(self) -> DStream:
-        """`(key, state)` for every key with state, every batch."""
-        return StateView(self.state, "state_snapshots", fn.state_pairs)
-
-    def changes(self) -> DStream:
-        """`(key, state)` for the keys whose state appeared or changed in this batch."""
-        return StateView(self.state, "state_changes", fn.changed_pairs)
-
-
-def _select_step(select: Callable[..., Any], rdds: list[RDD], _t: int) -> RDD:
-    return rdds[0].mapPartitions(select, preservesPartitioning=True)
-
-
-# --- the operators (DStream's methods delegate here) -------------------------------------------
-
-
-def update_state_by_key(
-    stream: DStream,
+def updated_state(
+    ctx: GraphContext,
+    parent: BatchStream,
     update_fn: fn.UpdateFunction,
-    num_partitions: int | None = None,
-    initial: Iterable[tuple[Any, Any]] | None = None,
-) -> StateView:
-    """`update_fn(new_values, state) -> state | None` for every key with new values or state,
-    every batch; None removes the key. The stream is every `(key, state)`, every batch."""
-    parts = num_partitions if num_partitions is not None else stream.ctx.default_partitions
+    partitions: int,
+    initial: Iterable[tuple[Any, Any]] | None,
+) -> KeyedState:
+    """`update_state_by_key`'s state: `update_fn(new_values, state) -> state | None` for every
+    key with new values or state, every batch; None removes the key."""
     merge = partial(fn.update_state_partition, update_fn)
-    state = StateDStream(stream, "update_state_by_key", merge, parts, initial)
-    return StateView(state, "state_pairs", fn.state_pairs)
+    return KeyedState(ctx, parent, "update_state_by_key", merge, partitions, initial)
 
 
-def map_with_state(stream: DStream, spec: StateSpec) -> StateView:
-    """The records `spec.function` returns; `.state_snapshots()` gives the state itself."""
-    parts = spec.num_partitions or stream.ctx.default_partitions
+def mapped_state(
+    ctx: GraphContext, parent: BatchStream, spec: StateSpec, partitions: int
+) -> KeyedState:
+    """`map_with_state`'s state, with the records `spec.function` returns beside it."""
     merge = partial(fn.map_with_state_partition, spec.function, spec.timeout_ms)
-    state = StateDStream(stream, "map_with_state", merge, parts, spec.initial)
+    state = KeyedState(ctx, parent, "map_with_state", merge, partitions, spec.initial)
     state.params["timeout_ms"] = spec.timeout_ms
-    return StateView(state, "mapped_with_state", fn.mapped_records)
+    return state

@@ -1,42 +1,35 @@
-"""What every stateful stream (windows, state) shares: stepped every batch, checkpointed as data.
+"""What every stateful computation (windows, state) shares: stepped every batch, checkpointed as
+data.
 
 A stateful stream's RDD at batch `t` depends on earlier batches, so unlike a stateless stream it
-must see every batch in order, whether or not an output needs its rows then:
-`step_stateful(ctx, batch)` computes (lazily: no Spark job) each stateful stream's RDD of the
-batch before the outputs run. What a stream needs to carry on from batch `t` is a list of
-`Piece`s (RDDs with a data-only format) that the driver writes at a checkpoint and hands back
-through `restore`, which also cuts the lineage.
+must see every batch in order, whether or not an output needs its rows then: the lifecycle asks
+each stateful stream for its RDD of the batch (lazily: no Spark job) before the outputs run.
+What a stream needs to carry on from batch `t` is a list of `Piece`s (RDDs with a data-only
+format) that the driver writes at a checkpoint and hands back through `restore`, which also cuts
+the lineage.
 
-Batch identity: `compute`, `rdd_at` and `is_empty` receive a `Batch`, and the stateful classes
-read its time only through `batch_time_of`; when the graph passes a batch plan instead of a time,
-these two names are the only change here.
+The computations here know their parent only as a `BatchStream` and their context only as a
+`GraphContext`; `service.graph.dstream.StatefulDStream` wraps one into a DStream, so this module
+and the operators built on it (`window`, `state`) sit below `dstream` in the graph's imports.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from service.errors import ConfigError
-from service.graph.dstream import RDD, DStream
-
-if TYPE_CHECKING:
-    from service.graph.context import StreamingContext
-
-Batch = int
-
-
-def batch_time_of(batch: Batch) -> int:
-    """The batch time (ms) of what `compute` receives."""
-    return batch
+from service.graph.base import RDD, BatchStream, GraphContext
+from service.graph.plan import BatchPlan
 
 
 @dataclass(frozen=True)
 class Piece:
-    """One RDD a stateful stream needs to carry on after a checkpoint.
+    """One RDD a stateful computation needs to carry on after a checkpoint.
 
-    `fmt`: "state" (state records), "pairs" (key-value pairs hash-partitioned by key) or "rows"
-    (anything, unpartitioned). See `service.graph.checkpoint_store`.
+    `name` is unique within the computation (its stream prefixes it to make it unique in the
+    graph). `fmt`: "state" (state records), "pairs" (key-value pairs hash-partitioned by key) or
+    "rows" (anything, unpartitioned). See `service.graph.checkpoint_store`.
     """
 
     name: str
@@ -44,58 +37,51 @@ class Piece:
     fmt: str
 
 
-class StatefulDStream(DStream):
-    """Base of window and state streams."""
+class StatefulComputation:
+    """Base of the window and state computations: one RDD per batch, computed in batch order
+    from the parent's RDD of the batch and what the computation remembers of earlier ones."""
 
-    _decided: tuple[int, bool] | None = None
+    def __init__(self, ctx: GraphContext, parent: BatchStream, kind: str) -> None:
+        self.ctx = ctx
+        self.parent = parent
+        self.kind = kind
+        self.params: dict[str, Any] = {}
+        self._decided: tuple[int, bool] | None = None
+        self._summary: dict[str, int] = {}
 
-    def is_empty(self, batch: Batch) -> bool:
-        """Decided when the batch is computed, since computing it moves the stream's history on
-        (an incremental window's previous window becomes this one)."""
-        self.rdd_at(batch)
-        t = batch_time_of(batch)
-        return self._decided is None or self._decided != (t, False)
+    def compute(self, plan: BatchPlan) -> RDD:
+        """The RDD of batch `plan.batch_time`; called once per batch, in batch order."""
+        raise NotImplementedError
+
+    def empty_at(self, batch_time: int) -> bool:
+        """Whether the RDD computed for `batch_time` certainly has no rows. Decided when the
+        batch is computed, since computing it moves the history on (an incremental window's
+        previous window becomes this one)."""
+        return self._decided != (batch_time, False)
 
     def decide_empty(self, batch_time: int, empty: bool) -> bool:
         self._decided = (batch_time, empty)
         return empty
 
+    def forget(self, batch_time: int) -> None:
+        """Releases what no batch after `batch_time` needs."""
+        raise NotImplementedError
+
     def checkpoint_pieces(self, batch_time: int) -> list[Piece]:
-        """What this stream needs, after batch `batch_time`, to compute later batches."""
+        """What this computation needs, after batch `batch_time`, to compute later batches."""
         raise NotImplementedError
 
     def restore(self, batch_time: int, pieces: dict[str, RDD]) -> None:
-        """Carries on from `pieces` (read back from a checkpoint of `batch_time`), dropping the
-        lineage that produced them."""
+        """Carries on from `pieces` (read back from a checkpoint of `batch_time`, keyed by
+        `Piece.name`), dropping the lineage that produced them."""
         raise NotImplementedError
 
     def state_summary(self) -> dict[str, int]:
         """Figures for metrics (e.g. keys, bytes of the last checkpoint); empty when unknown."""
         return dict(self._summary)
 
-    _summary: dict[str, int] = {}  # replaced per instance by set_summary, never mutated
-
     def set_summary(self, **figures: int) -> None:
         self._summary = figures
-
-    def drop_rdds(self, batch_time: int) -> None:
-        """`forget` without unpersisting: a stateful stream releases what it persisted itself."""
-        self._rdds = {t: rdd for t, rdd in self._rdds.items() if t > batch_time}
-
-    def piece_name(self, piece: str) -> str:
-        """A piece's name in checkpoint refs: unique in the graph, stable across runs."""
-        return f"s{self.node_id}-{self.kind}-{piece}"
-
-
-def stateful_streams(ctx: StreamingContext) -> list[StatefulDStream]:
-    """The graph's stateful streams, parents before children."""
-    return [stream for stream in ctx.streams if isinstance(stream, StatefulDStream)]
-
-
-def step_stateful(ctx: StreamingContext, batch: Batch) -> None:
-    """Builds every stateful stream's RDD of `batch` (no job runs), before the outputs run."""
-    for stream in stateful_streams(ctx):
-        stream.rdd_at(batch)
 
 
 def persist(rdd: RDD) -> RDD:
@@ -127,7 +113,15 @@ def union_partitioned(sc: Any, rdds: list[RDD]) -> RDD:
 
 
 def check_duration(operator: str, name: str, value_ms: int, interval_ms: int) -> int:
-    """A window duration must be a positive multiple of the batch interval."""
+    """A window duration must be a positive multiple of the batch interval.
+
+    >>> check_duration("window", "length_ms", 3000, 1000)
+    3000
+    >>> check_duration("window", "length_ms", 2500, 1000)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    service.errors.ConfigError: window: length_ms 2500 ms must be a positive multiple ... 2000 ms
+    """
     if value_ms <= 0 or value_ms % interval_ms != 0:
         nearest = max(1, round(value_ms / interval_ms)) * interval_ms
         msg = (

@@ -17,37 +17,34 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from service.graph import functions
 from service.graph import state_functions as fn
-from service.graph.dstream import RDD, DStream
+from service.graph.base import RDD, BatchStream, GraphContext
+from service.graph.plan import BatchPlan
 from service.graph.stateful import (
-    Batch,
     Piece,
-    StatefulDStream,
-    batch_time_of,
+    StatefulComputation,
     check_duration,
     persist,
     release,
     union_partitioned,
 )
 
-if TYPE_CHECKING:
-    from service.graph.context import StreamingContext
-
 Reduce = Callable[[Any, Any], Any]
+KeyFilter = Callable[[tuple[Any, Any]], bool]
 
 
-class WindowDStream(StatefulDStream):
+class Window(StatefulComputation):
     """`window(length_ms, slide_ms)`: at each boundary, every row of the window's batches."""
 
-    def __init__(self, parent: DStream, length_ms: int, slide_ms: int | None) -> None:
-        ctx = parent.ctx
+    def __init__(
+        self, ctx: GraphContext, parent: BatchStream, length_ms: int, slide_ms: int | None
+    ) -> None:
         interval = ctx.batch_interval_ms
         self.length_ms = check_duration("window", "length_ms", length_ms, interval)
         self.slide_ms = check_duration("window", "slide_ms", slide_ms or interval, interval)
-        super().__init__(ctx, [parent], "window")
+        super().__init__(ctx, parent, "window")
         self.params.update(length_ms=self.length_ms, slide_ms=self.slide_ms)
         self._batches: dict[int, RDD] = {}
 
@@ -57,13 +54,12 @@ class WindowDStream(StatefulDStream):
     def _empty(self, t: int) -> bool:
         return not self.is_boundary(t) or not self._in_window(t)
 
-    def compute(self, batch: Batch) -> RDD:
-        t = batch_time_of(batch)
-        parent = self.parents[0]
-        if not parent.is_empty(batch):
+    def compute(self, plan: BatchPlan) -> RDD:
+        t = plan.batch_time
+        if not self.parent.is_empty(plan):
             # A copy without partitioner, so a window restored from a checkpoint has the same
             # partitions as one that was not (output partition p must not change on replay).
-            own = parent.rdd_at(batch).mapPartitions(fn.pass_through)
+            own = self.parent.rdd_at(plan).mapPartitions(fn.pass_through)
             self._batches[t] = persist(own)
         if self.decide_empty(t, self._empty(t)):
             return self.ctx.sc.emptyRDD()
@@ -77,7 +73,6 @@ class WindowDStream(StatefulDStream):
         return (t // self.slide_ms + 1) * self.slide_ms - self.length_ms
 
     def forget(self, batch_time: int) -> None:
-        self.drop_rdds(batch_time)
         horizon = self._needed_after(batch_time)
         for b in [b for b in self._batches if b <= horizon]:
             release(self._batches.pop(b))
@@ -85,7 +80,7 @@ class WindowDStream(StatefulDStream):
     def checkpoint_pieces(self, batch_time: int) -> list[Piece]:
         horizon = self._needed_after(batch_time)
         return [
-            Piece(self.piece_name(f"batch-{b}"), rdd, "rows")
+            Piece(f"batch-{b}", rdd, "rows")
             for b, rdd in sorted(self._batches.items())
             if b > horizon
         ]
@@ -94,31 +89,30 @@ class WindowDStream(StatefulDStream):
         for rdd in self._batches.values():
             release(rdd)
         self._batches = {}
-        prefix = self.piece_name("batch-")
         for name, rdd in pieces.items():
-            if name.startswith(prefix):
-                self._batches[int(name.removeprefix(prefix))] = persist(rdd)
+            if name.startswith("batch-"):
+                self._batches[int(name.removeprefix("batch-"))] = persist(rdd)
 
 
-class ReducedWindowDStream(StatefulDStream):
+class ReducedWindow(StatefulComputation):
     """`reduce_by_key_and_window`: per key, the reduction of the window's values."""
 
     def __init__(
         self,
-        parent: DStream,
+        ctx: GraphContext,
+        parent: BatchStream,
         reduce: Reduce,
         inverse: Reduce | None,
         length_ms: int,
         slide_ms: int | None,
         partitions: int,
-        filter_fn: Callable[[tuple[Any, Any]], bool] | None,
+        filter_fn: KeyFilter | None,
         kind: str = "reduce_by_key_and_window",
     ) -> None:
-        ctx: StreamingContext = parent.ctx
         interval = ctx.batch_interval_ms
         self.length_ms = check_duration(kind, "length_ms", length_ms, interval)
         self.slide_ms = check_duration(kind, "slide_ms", slide_ms or interval, interval)
-        super().__init__(ctx, [parent], kind)
+        super().__init__(ctx, parent, kind)
         self.reduce, self.inverse = reduce, inverse
         self.partitions, self.filter_fn = partitions, filter_fn
         self.params.update(
@@ -138,11 +132,10 @@ class ReducedWindowDStream(StatefulDStream):
             return True
         return self._previous(t) is None and not self._between(t - self.length_ms, t)
 
-    def compute(self, batch: Batch) -> RDD:
-        t = batch_time_of(batch)
-        parent = self.parents[0]
-        if not parent.is_empty(batch):
-            reduced = parent.rdd_at(batch).reduceByKey(self.reduce, self.partitions)
+    def compute(self, plan: BatchPlan) -> RDD:
+        t = plan.batch_time
+        if not self.parent.is_empty(plan):
+            reduced = self.parent.rdd_at(plan).reduceByKey(self.reduce, self.partitions)
             self._batches[t] = persist(reduced)
         if self.decide_empty(t, self._empty(t)):
             if self.is_boundary(t):
@@ -192,7 +185,6 @@ class ReducedWindowDStream(StatefulDStream):
         return (t // self.slide_ms + 1) * self.slide_ms - reach
 
     def forget(self, batch_time: int) -> None:
-        self.drop_rdds(batch_time)
         horizon = self._needed_after(batch_time)
         for b in [b for b in self._batches if b <= horizon]:
             release(self._batches.pop(b))
@@ -200,13 +192,12 @@ class ReducedWindowDStream(StatefulDStream):
     def checkpoint_pieces(self, batch_time: int) -> list[Piece]:
         horizon = self._needed_after(batch_time)
         pieces = [
-            Piece(self.piece_name(f"batch-{b}"), rdd, "pairs")
+            Piece(f"batch-{b}", rdd, "pairs")
             for b, rdd in sorted(self._batches.items())
             if b > horizon
         ]
         if self._window is not None:
-            name = self.piece_name(f"window-{self._window[0]}")
-            pieces.append(Piece(name, self._window[1], "pairs"))
+            pieces.append(Piece(f"window-{self._window[0]}", self._window[1], "pairs"))
         return pieces
 
     def restore(self, batch_time: int, pieces: dict[str, RDD]) -> None:
@@ -214,81 +205,12 @@ class ReducedWindowDStream(StatefulDStream):
             release(rdd)
         self._batches = {}
         self._set_window(None)
-        batch_prefix, window_prefix = self.piece_name("batch-"), self.piece_name("window-")
         for name, rdd in pieces.items():
-            if name.startswith(batch_prefix):
-                self._batches[int(name.removeprefix(batch_prefix))] = persist(rdd)
-            elif name.startswith(window_prefix):
-                self._window = (int(name.removeprefix(window_prefix)), persist(rdd))
+            if name.startswith("batch-"):
+                self._batches[int(name.removeprefix("batch-"))] = persist(rdd)
+            elif name.startswith("window-"):
+                self._window = (int(name.removeprefix("window-")), persist(rdd))
 
 
 def _tagged(rdd: RDD, tag: int) -> RDD:
     return rdd.map(partial(fn.tag_window_value, tag), preservesPartitioning=True)
-
-
-# --- the operators (DStream's methods delegate here) -------------------------------------------
-
-
-def window(stream: DStream, length_ms: int, slide_ms: int | None = None) -> DStream:
-    return WindowDStream(stream, length_ms, slide_ms)
-
-
-def reduce_by_key_and_window(
-    stream: DStream,
-    reduce: Reduce,
-    inverse: Reduce | None = None,
-    *,
-    length_ms: int,
-    slide_ms: int | None = None,
-    num_partitions: int | None = None,
-    filter_fn: Callable[[tuple[Any, Any]], bool] | None = None,
-) -> DStream:
-    parts = num_partitions if num_partitions is not None else stream.ctx.default_partitions
-    return ReducedWindowDStream(stream, reduce, inverse, length_ms, slide_ms, parts, filter_fn)
-
-
-def reduce_by_window(
-    stream: DStream,
-    reduce: Reduce,
-    inverse: Reduce | None = None,
-    *,
-    length_ms: int,
-    slide_ms: int | None = None,
-) -> DStream:
-    """One value per window: the reduction of every row in it (by one key, on one partition)."""
-    keyed = stream.map(fn.key_by_none)
-    windowed = ReducedWindowDStream(
-        keyed, reduce, inverse, length_ms, slide_ms, 1, None, "reduce_by_window"
-    )
-    return windowed.map(_value)
-
-
-def count_by_window(stream: DStream, length_ms: int, slide_ms: int | None = None) -> DStream:
-    """The number of rows in each window (incremental; 0 once rows have left it)."""
-    ones = stream.map(fn.constant_one)
-    return reduce_by_window(
-        ones, functions.add, fn.subtract, length_ms=length_ms, slide_ms=slide_ms
-    )
-
-
-def count_by_value_and_window(
-    stream: DStream,
-    length_ms: int,
-    slide_ms: int | None = None,
-    num_partitions: int | None = None,
-) -> DStream:
-    """`(value, count)` per distinct value in each window; values whose count fell to 0 drop."""
-    pairs = stream.map(functions.pair_with_one)
-    return reduce_by_key_and_window(
-        pairs,
-        functions.add,
-        fn.subtract,
-        length_ms=length_ms,
-        slide_ms=slide_ms,
-        num_partitions=num_partitions,
-        filter_fn=fn.count_is_not_zero,
-    )
-
-
-def _value(pair: tuple[Any, Any]) -> Any:
-    return pair[1]

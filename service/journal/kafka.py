@@ -30,8 +30,22 @@ import os
 import socket
 import time
 import uuid
+from collections.abc import Sequence
 from typing import Any, NoReturn
 
+from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient
+
+from connectors.kafka_client import (
+    TRY_TIMEOUT_S,
+    CommittedTail,
+    TopicRole,
+    TopicSpec,
+    describe_topic,
+    ensure_topic,
+    is_fatal,
+    is_fenced,
+)
 from service.errors import FencedOut, JournalError
 from service.journal.base import compact, replay
 from service.journal.records import (
@@ -55,6 +69,7 @@ TRANSACTION_TIMEOUT_MS = 30_000
 MAX_MESSAGE_BYTES = 8 << 20
 # Room for the record batch header, key and headers around a value within that limit.
 _BATCH_OVERHEAD_BYTES = 4 << 10
+JOURNAL_TOPIC = TopicRole("journal topic", JournalError)
 
 
 def transactional_id(app_id: str) -> str:
@@ -170,8 +185,6 @@ class KafkaJournal:
 
     def _transact(self, value: bytes) -> None:
         """Append one message in its own transaction; durable once this returns."""
-        from confluent_kafka import KafkaException
-
         if self._broken is not None:
             msg = (
                 f"journal topic {self.topic!r} refused the append: an earlier append failed "
@@ -193,8 +206,6 @@ class KafkaJournal:
 
     def _commit(self, deadline: float) -> bool:
         """Commit the open transaction: True once durable, False if it was aborted (send again)."""
-        from confluent_kafka import KafkaException
-
         while True:
             try:
                 self._producer.commit_transaction(self._remaining(deadline))
@@ -210,8 +221,6 @@ class KafkaJournal:
 
     def _abort_or_raise(self, error: Any, deadline: float) -> None:
         """Abort the failed attempt so it can be sent again, unless it cannot or must not be."""
-        from confluent_kafka import KafkaException
-
         self._raise_if_final(error, deadline)
         if not error.txn_requires_abort():
             self._fail(
@@ -227,7 +236,7 @@ class KafkaJournal:
 
     def _raise_if_final(self, error: Any, deadline: float) -> None:
         """Fencing, fatal errors and the deadline end the append (librdkafka's error contract)."""
-        if error.code() in _fencing_codes():
+        if is_fenced(error):
             raise self._fenced(error)
         if error.fatal():
             self._fail(error, "the transactional producer failed fatally")
@@ -260,8 +269,6 @@ class KafkaJournal:
 
     def _fencing_producer(self) -> Any:
         """A transactional producer that has fenced every earlier holder of the journal."""
-        from confluent_kafka import KafkaException, Producer
-
         producer = Producer(
             {
                 **self.conf,
@@ -291,28 +298,24 @@ class KafkaJournal:
 
     def _read_from_last_snapshot(self) -> list[tuple[int, AnyRecord]]:
         """The records from the newest snapshot (inclusive) to the end, with their offsets."""
-        consumer = self._consumer()
+        tail = self._tail()
         try:
-            low, high = self._end_offsets(consumer)
-            return self._scan_backwards(consumer, low, high)
+            low, high = self._end_offsets(tail)
+            return self._scan_backwards(tail, low, high)
         finally:
-            consumer.close()
+            tail.close()
 
-    def _end_offsets(self, consumer: Any) -> tuple[int, int]:
+    def _end_offsets(self, tail: CommittedTail) -> tuple[int, int]:
         """The journal partition's `(low, high)`, `(0, 0)` while the topic does not exist (a
         first start); failovers are waited out until `timeout_s`."""
-        from confluent_kafka import KafkaException, TopicPartition
 
-        from connectors.watermarks import end_offsets
+        def give_up(error: KafkaError) -> bool:
+            return is_fatal(error) or self._missing(tail)
 
-        def give_up(error: Any) -> bool:
-            return bool(error.fatal()) or self._missing(consumer)
-
-        deadline = time.monotonic() + self.timeout_s
         try:
-            return end_offsets(consumer, TopicPartition(self.topic, PARTITION), deadline, give_up)
+            return tail.end_offsets(self.topic, PARTITION, self.timeout_s, give_up)
         except KafkaException as exc:
-            if self._missing(consumer):
+            if self._missing(tail):
                 return 0, 0
             msg = (
                 f"cannot read the end offsets of journal topic {self.topic!r}: "
@@ -321,181 +324,69 @@ class KafkaJournal:
             )
             raise JournalError(msg) from exc
 
-    def _missing(self, consumer: Any) -> bool:
+    def _missing(self, tail: CommittedTail) -> bool:
         """Whether the topic surely does not exist (False when the brokers do not answer)."""
-        from confluent_kafka import KafkaException
-
-        from connectors.watermarks import TRY_TIMEOUT_S
-
         try:
-            # All topics, not this one: naming a missing topic may make a broker create it.
-            return self.topic not in consumer.list_topics(timeout=TRY_TIMEOUT_S).topics
+            return not describe_topic(tail.consumer, self.topic, TRY_TIMEOUT_S).exists
         except KafkaException:
             return False
 
-    def _scan_backwards(self, consumer: Any, low: int, high: int) -> list[tuple[int, AnyRecord]]:
+    def _scan_backwards(
+        self, tail: CommittedTail, low: int, high: int
+    ) -> list[tuple[int, AnyRecord]]:
         # Each append costs 2 offsets (record + commit marker) and a snapshot is due every
         # `snapshot_every` appends, so the first window nearly always holds one.
-        window = 4 * self.snapshot_every + 64
-        tail: list[tuple[int, AnyRecord]] = []
-        end = high
-        while end > low:
-            start = max(low, end - window)
-            chunk = self._read_range(consumer, start, end)
-            tail = chunk + tail
-            if any(isinstance(r, SnapshotRecord) for _, r in chunk):
-                break
-            end, window = start, window * 4
-        else:
-            if low > 0:
-                msg = (
-                    f"journal topic {self.topic!r} starts at offset {low}: older records were "
-                    "deleted (retention) and no snapshot follows, so the journal is incomplete. "
-                    "Restore the topic, or start the job with a new journal and explicit "
-                    "starting offsets."
-                )
-                raise JournalError(msg)
-        snapshots = [i for i, (_, r) in enumerate(tail) if isinstance(r, SnapshotRecord)]
-        return tail[snapshots[-1] :] if snapshots else tail
-
-    def _read_range(self, consumer: Any, start: int, end: int) -> list[tuple[int, AnyRecord]]:
-        """Committed records with offsets in [start, end), or up to the stable end if sooner."""
-        from confluent_kafka import KafkaError, TopicPartition
-
-        consumer.assign([TopicPartition(self.topic, PARTITION, start)])
-        deadline = time.monotonic() + self.timeout_s
-        found: list[tuple[int, AnyRecord]] = []
-        while time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is None:
-                continue
-            error = message.error()
-            if error is not None:
-                if error.code() == KafkaError._PARTITION_EOF:  # noqa: SLF001 -- librdkafka's public name
-                    return found
-                msg = f"reading journal topic {self.topic!r} failed: {error.str()}"
-                raise JournalError(msg)
-            if message.offset() >= end:
-                return found
-            found.append((message.offset(), _decode(self.topic, message.offset(), message.value())))
-        msg = (
-            f"could not read journal topic {self.topic!r} from offset {start} to {end} within "
-            f"{self.timeout_s:.0f}s; expected its leader to serve fetches. Check the brokers."
-        )
-        raise JournalError(msg)
+        records = tail.read_back(
+            self.topic,
+            {PARTITION: (low, high)},
+            window=4 * self.snapshot_every + 64,
+            growth=4,
+            decode=lambda message: (message.offset(), _decode(self.topic, message)),
+            enough=_has_snapshot,
+            timeout_s=self.timeout_s,
+            give_up=lambda error: True,  # any error event ends a journal read
+        )[PARTITION]
+        snapshots = [i for i, (_, r) in enumerate(records) if isinstance(r, SnapshotRecord)]
+        if snapshots:
+            return records[snapshots[-1] :]
+        if low > 0:
+            msg = (
+                f"journal topic {self.topic!r} starts at offset {low}: older records were "
+                "deleted (retention) and no snapshot follows, so the journal is incomplete. "
+                "Restore the topic, or start the job with a new journal and explicit "
+                "starting offsets."
+            )
+            raise JournalError(msg)
+        return records
 
     # --- the topic ----------------------------------------------------------------------------
 
     def _ensure_topic(self) -> None:
         """Create the topic if missing and wait until it has a leader; refuse a wrong one."""
-        from confluent_kafka.admin import AdminClient
-
-        admin = AdminClient(self.conf)
-        leaders = _partition_leaders(admin, self.topic, self.timeout_s)
-        if leaders is None:
-            self._create_topic(admin)
-        elif leaders and len(leaders) != 1:
-            msg = (
-                f"journal topic {self.topic!r} has {len(leaders)} partitions; expected exactly "
-                "1, since only one partition keeps the records in order. Point the journal at a "
-                "new topic name."
-            )
-            raise JournalError(msg)
-        deadline = time.monotonic() + self.timeout_s
-        while not leaders or min(leaders) < 0:
-            if time.monotonic() > deadline:
-                msg = (
-                    f"journal topic {self.topic!r} has no leader after {self.timeout_s:.0f}s; "
-                    "expected one of its replicas' brokers to be up. Check the brokers."
-                )
-                raise JournalError(msg)
-            time.sleep(0.1)
-            leaders = _partition_leaders(admin, self.topic, self.timeout_s)
-
-    def _create_topic(self, admin: Any) -> None:
-        from confluent_kafka import KafkaError, KafkaException
-        from confluent_kafka.admin import NewTopic
-
-        topic = NewTopic(
-            self.topic,
-            num_partitions=1,
-            replication_factor=self.replication_factor,
-            config={
-                "cleanup.policy": "delete",
-                "retention.ms": "-1",
-                "retention.bytes": "-1",
-                "min.insync.replicas": str(self.min_insync_replicas),
-                "max.message.bytes": str(MAX_MESSAGE_BYTES),
-            },
-        )
-        future = admin.create_topics([topic], operation_timeout=self.timeout_s)[self.topic]
-        try:
-            future.result(timeout=self.timeout_s)
-        except KafkaException as exc:
-            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:  # another driver won
-                msg = (
-                    f"could not create journal topic {self.topic!r} with replication factor "
-                    f"{self.replication_factor} and min.insync.replicas "
-                    f"{self.min_insync_replicas}: {exc.args[0].str()}. Create it by hand or fix "
-                    "the journal settings."
-                )
-                raise JournalError(msg) from exc
-        log.info("journal topic %s created (RF %d)", self.topic, self.replication_factor)
-
-    def _consumer(self) -> Any:
-        from confluent_kafka import Consumer
-
-        return Consumer(
-            {
-                **self.conf,
-                # Never used to commit: the reader assigns the partition and seeks itself.
-                "group.id": f"dstreams-journal-reader-{self.app_id}-{uuid.uuid4().hex[:8]}",
-                "enable.auto.commit": False,
-                "enable.auto.offset.store": False,
-                "isolation.level": "read_committed",
-                "enable.partition.eof": True,
-                "auto.offset.reset": "earliest",
-                # The end of the partition is only seen from a fetch that came back empty; the
-                # default 500 ms wait for data that will not come would add that to every read.
-                "fetch.wait.max.ms": 20,
-            }
-        )
-
-
-def _fencing_codes() -> frozenset[int]:
-    from confluent_kafka import KafkaError
-
-    # librdkafka folds the broker's fencing errors into _FENCED; the raw codes are kept in case a
-    # path reports them unfolded.
-    return frozenset(
-        {
-            KafkaError._FENCED,  # noqa: SLF001 -- librdkafka's public name for local errors
-            KafkaError.PRODUCER_FENCED,
-            KafkaError.INVALID_PRODUCER_EPOCH,
+        config = {
+            "cleanup.policy": "delete",
+            "retention.ms": "-1",
+            "retention.bytes": "-1",
+            "min.insync.replicas": str(self.min_insync_replicas),
+            "max.message.bytes": str(MAX_MESSAGE_BYTES),
         }
-    )
+        # One partition, since only one partition keeps the records in order.
+        spec = TopicSpec(self.topic, 1, self.replication_factor, config)
+        ensure_topic(AdminClient(self.conf), spec, JOURNAL_TOPIC, "refuse", self.timeout_s)
+
+    def _tail(self) -> CommittedTail:
+        # Never used to commit: the reader assigns the partition and seeks itself.
+        group = f"dstreams-journal-reader-{self.app_id}-{uuid.uuid4().hex[:8]}"
+        return CommittedTail(self.conf, group, JOURNAL_TOPIC)
 
 
-def _partition_leaders(admin: Any, topic: str, timeout_s: float) -> list[int] | None:
-    """The leader of each partition of `topic` (-1 while none), or None if it does not exist."""
-    # Listing all topics, not asking for this one: a metadata request naming a missing topic
-    # makes brokers with auto.create.topics.enable create it with default (wrong) settings.
-    metadata = admin.list_topics(timeout=timeout_s)
-    found = metadata.topics.get(topic)
-    if found is None:
-        return None
-    if found.error is not None and not found.error.retriable():
-        msg = (
-            f"cannot describe journal topic {topic!r}: {found.error.str()}; expected the "
-            "client to be allowed to describe it. Check the ACLs of this principal."
-        )
-        raise JournalError(msg)
-    return [p.leader for p in found.partitions.values()]
+def _has_snapshot(records: Sequence[tuple[int, AnyRecord]]) -> bool:
+    return any(isinstance(record, SnapshotRecord) for _, record in records)
 
 
-def _decode(topic: str, offset: int, value: bytes | None) -> AnyRecord:
+def _decode(topic: str, message: Any) -> AnyRecord:
     try:
-        return decode_bytes(value or b"")
+        return decode_bytes(message.value() or b"")
     except JournalError as exc:
-        msg = f"journal topic {topic!r}, record at offset {offset}: {exc}"
+        msg = f"journal topic {topic!r}, record at offset {message.offset()}: {exc}"
         raise type(exc)(msg) from exc

@@ -1,4 +1,6 @@
-"""Prometheus metrics of a dstreams service, in a registry of its own (DESIGN.md §7).
+"""Prometheus metrics of a dstreams service, in a registry of its own.
+
+The list and its conventions are in docs/architecture.md, "Observability".
 
 Names carry the `dstreams_` prefix and base units (seconds, records); counters end in `_total`;
 durations are histograms. Label values are bounded by the configuration: topics and partitions of
@@ -47,6 +49,7 @@ class Metrics:
             GCCollector(registry=self.registry)
         self._declare_batch_metrics()
         self._declare_record_metrics()
+        self._declare_delivery_metrics()
         self._declare_driver_metrics()
         self.state = StateMetrics(self.registry)
         build_info = Gauge(
@@ -102,6 +105,9 @@ class Metrics:
             ["topic", "partition"],
             registry=r,
         )
+
+    def _declare_delivery_metrics(self) -> None:
+        r = self.registry
         self._duplicates = Counter(
             "dstreams_duplicate_writes_suppressed_total",
             "Sink writes skipped because their batch key was already committed, by output.",

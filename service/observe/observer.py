@@ -8,17 +8,22 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING
 
-from service.driver.lifecycle import BatchOutcome, BatchPlan
-from service.driver.wiring import DEAD_LETTER_SUFFIX
-from service.graph.sources import parse_input_counter_key
+from service.config.settings import BackpressureSettings, Settings
+from service.graph.base import BatchOutcome
+from service.graph.counters import DecodeErrors, InputRecords
+from service.graph.outputs import DEAD_LETTER_SUFFIX
+from service.graph.plan import BatchPlan
 from service.observe import logs
 from service.observe.backpressure import PidGains, RateController
 from service.observe.metrics import Metrics
 from service.observe.status import StatusBoard
+
+if TYPE_CHECKING:
+    from service.observe.http import HttpServer
 
 log = logging.getLogger(__name__)
 LagSource = Callable[[], dict[tuple[str, int], int]]
@@ -35,55 +40,26 @@ class Observer:
         board: StatusBoard,
         rate: RateController | None,
         http: tuple[str, int] | None,
+        *,
+        source_max_rates: Mapping[str, float | None] | None = None,
+        dead_letter_topic: str | None = None,
     ) -> None:
+        """`source_max_rates`: each source's max_rate_per_partition (None: unlimited)."""
         self.app_id = app_id
         self.metrics = metrics
         self.board = board
         self.rate = rate
         self._http_address = http
-        self._server: Any = None
+        self._server: HttpServer | None = None
         self._ready_pending = False
+        # Set once the job's graph is built, which happens after the HTTP endpoint is up.
         self.lag_source: LagSource | None = None
         self._delays: dict[int, float] = {}
         self._started: dict[int, float] = {}
-        self.dead_letter_topic: str | None = None
-        # Per source: its configured max_rate_per_partition (None: unlimited).
-        self.source_max_rates: dict[str, float | None] = {}
-
-    @classmethod
-    def create(cls, settings: Any) -> Observer:
-        logs.configure_logging(settings.logging.format, settings.logging.level, settings.app_id)
-        metrics = Metrics()
-        board = StatusBoard(
-            settings.app_id,
-            settings.batch_interval_ms,
-            wedged_after_s=settings.http.unhealthy_after_s,
+        self.dead_letter_topic = dead_letter_topic
+        self.source_max_rates: dict[str, float | None] = dict(
+            sorted((source_max_rates or {}).items())
         )
-        rate = None
-        bp = settings.backpressure
-        maxima = {name: s.max_rate_per_partition for name, s in settings.sources.items()}
-        if bp.enabled:
-            # The controller's ceiling is the highest maximum; a source without one has none.
-            limited = None not in maxima.values()
-            maximum = max((m for m in maxima.values() if m is not None), default=None)
-            gains = PidGains(bp.proportional, bp.integral, bp.derived)
-            rate = RateController(
-                settings.batch_interval_ms,
-                bp.min_rate,
-                maximum if limited else None,
-                gains,
-                initial_rate=bp.initial_rate,
-            )
-        observer = cls(
-            settings.app_id,
-            settings.batch_interval_ms,
-            metrics,
-            board,
-            rate,
-            (settings.http.host, settings.http.port),
-        )
-        observer.source_max_rates = dict(sorted(maxima.items()))
-        return observer
 
     # --- HTTP -----------------------------------------------------------------------------
 
@@ -93,8 +69,7 @@ class Observer:
         from service.observe.http import HttpServer
 
         self._server = HttpServer(self.board, self.metrics, *self._http_address)
-        port: int = self._server.start()
-        return port
+        return self._server.start()
 
     def stop_http(self) -> None:
         if self._server is not None:
@@ -197,18 +172,17 @@ class Observer:
             batch_time_ms=batch_time,
         )
         for key, count in outcome.counters.items():
-            where = parse_input_counter_key(key)
-            if where is not None:
-                m.add_input_records(where[0], where[1], count)
+            match key:
+                case InputRecords(topic, partition):
+                    m.add_input_records(topic, partition, count)
+                case DecodeErrors(topic):
+                    m.add_decode_errors(topic, count)
         for result in outcome.outputs:
             m.add_output_records(result.name, result.rows)
             if self.dead_letter_topic and result.name.endswith(DEAD_LETTER_SUFFIX) and result.rows:
                 m.add_dead_letters(self.dead_letter_topic, result.rows)
             if result.skipped_partitions:
                 m.add_duplicate_writes_suppressed(result.name, result.skipped_partitions)
-        for key, count in outcome.counters.items():
-            if key.startswith("decode\t"):
-                m.add_decode_errors(key.split("\t", 1)[1], count)
         if self.lag_source is not None:
             try:
                 lags = self.lag_source()
@@ -217,3 +191,53 @@ class Observer:
                 lags = {}
             for (topic, partition), lag in lags.items():
                 m.set_consumer_lag(topic, partition, lag)
+
+
+def make_observer(
+    settings: Settings, heartbeat_source: Callable[[], float] | None = None
+) -> Observer:
+    """The driver's observer as `settings` describe it; configures logging on the way.
+
+    `heartbeat_source` returns the scheduler's last tick (monotonic clock) for `/healthz`.
+    """
+    logs.configure_logging(settings.logging.format, settings.logging.level, settings.app_id)
+    board = StatusBoard(
+        settings.app_id,
+        settings.batch_interval_ms,
+        wedged_after_s=settings.http.unhealthy_after_s,
+        heartbeat_source=heartbeat_source,
+    )
+    maxima = {name: source.max_rate_per_partition for name, source in settings.sources.items()}
+    return Observer(
+        settings.app_id,
+        settings.batch_interval_ms,
+        Metrics(),
+        board,
+        rate_controller(settings.backpressure, settings.batch_interval_ms, maxima),
+        (settings.http.host, settings.http.port),
+        source_max_rates=maxima,
+        dead_letter_topic=settings.dead_letter.topic,
+    )
+
+
+def rate_controller(
+    backpressure: BackpressureSettings,
+    batch_interval_ms: int,
+    source_max_rates: Mapping[str, float | None],
+) -> RateController | None:
+    """Backpressure's controller, or None when it is off.
+
+    Its ceiling is the highest of the sources' maxima; a source without one leaves it unbounded.
+    """
+    if not backpressure.enabled:
+        return None
+    maxima = list(source_max_rates.values())
+    ceiling = None if None in maxima else max((m for m in maxima if m is not None), default=None)
+    gains = PidGains(backpressure.proportional, backpressure.integral, backpressure.derived)
+    return RateController(
+        batch_interval_ms,
+        backpressure.min_rate,
+        ceiling,
+        gains,
+        initial_rate=backpressure.initial_rate,
+    )

@@ -63,6 +63,7 @@ class StatusBoard:
         max_batches: int = DEFAULT_MAX_BATCHES,
         wedged_after_s: float | None = None,
         clock: Callable[[], float] = time.monotonic,
+        heartbeat_source: Callable[[], float] | None = None,
     ) -> None:
         self._app_id = app_id
         self._batch_interval_ms = batch_interval_ms
@@ -75,7 +76,7 @@ class StatusBoard:
         self._ready = False
         self._last_heartbeat = clock()
         # Optional pull-based heartbeat: returns the scheduler's last tick on the same clock.
-        self.heartbeat_source: Callable[[], float] | None = None
+        self.heartbeat_source = heartbeat_source
         self._totals = {"completed": 0, "failed": 0, "records_in": 0}
         self._checkpoints: list[dict[str, Any]] = []
 

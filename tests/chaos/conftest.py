@@ -44,7 +44,7 @@ from confluent_kafka import (
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from connectors.watermarks import end_offsets
+from connectors.kafka_client import end_offsets
 from service.dev.brokers import create_topic
 from service.dev.service_process import ServiceProcess
 from service.graph.functions import words_of

@@ -1,26 +1,22 @@
-"""KafkaJournal against a real broker: append/read, epochs, fencing by a newer driver, snapshots."""
+"""KafkaJournal against a real broker: its topic, snapshot windows and producer errors.
+
+What every journal backend does (epochs, fencing, dead appends, compaction, the CLI) is checked on
+this one too by the journal contract suite, tests/contracts/test_journal_contract.py.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
 import pytest
-from click.testing import CliRunner
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from connectors.offsets import OffsetRange
-from service.cli.journal import journal as journal_group
 from service.errors import FencedOut, JournalError
-from service.journal.base import Journal, JournalState
+from service.journal.base import JournalState
 from service.journal.kafka import KafkaJournal
-from service.journal.records import (
-    CheckpointRecord,
-    CompletedRecord,
-    EpochRecord,
-    PlannedRecord,
-    SnapshotRecord,
-)
+from service.journal.records import PlannedRecord
 
 JournalFactory = Callable[..., KafkaJournal]
 
@@ -52,28 +48,6 @@ def make_journal(kafka_bootstrap: str, unique_name: str) -> Iterator[JournalFact
         journal.close()
 
 
-def test_append_then_read_from_a_fresh_reader(make_journal: JournalFactory) -> None:
-    writer = make_journal(owner="driver-1")
-    assert isinstance(writer, Journal)
-    assert writer.open() == 1
-    records = [planned(1, 1000, 0, 10), CompletedRecord(1, 1000, {"counts": 4})]
-    for record in records:
-        writer.append(record)
-
-    read = make_journal().read()
-    assert isinstance(read[0], EpochRecord) and read[0].owner == "driver-1"
-    assert read[1:] == records
-
-
-def test_a_journal_not_yet_created_reads_empty_and_is_not_created_by_reading(
-    make_journal: JournalFactory, kafka_bootstrap: str
-) -> None:
-    journal = make_journal()
-    assert journal.read() == []
-    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
-    assert journal.topic not in admin.list_topics(timeout=10).topics
-
-
 def test_topic_is_created_with_one_partition_and_the_durability_settings(
     make_journal: JournalFactory, kafka_bootstrap: str
 ) -> None:
@@ -88,60 +62,6 @@ def test_topic_is_created_with_one_partition_and_the_durability_settings(
     assert configs["min.insync.replicas"].value == "1"
 
 
-def test_reopen_takes_the_next_epoch(make_journal: JournalFactory) -> None:
-    for expected in (1, 2, 3):
-        journal = make_journal()
-        assert journal.open() == expected
-        journal.append(planned(expected, expected * 1000, (expected - 1) * 10, expected * 10))
-        journal.close()
-    state = JournalState.from_records(make_journal().read())
-    state.validate()
-    assert state.epoch == 3
-    assert sorted(state.planned) == [1000, 2000, 3000]
-
-
-def test_second_driver_fences_the_first(make_journal: JournalFactory) -> None:
-    old, new = make_journal(owner="old"), make_journal(owner="new")
-    assert old.open() == 1
-    old.append(planned(1, 1000, 0, 10))
-    assert new.open() == 2
-
-    with pytest.raises(FencedOut, match="epoch 1.*fenced by a newer driver"):
-        old.append(CompletedRecord(1, 1000, {}))
-    with pytest.raises(JournalError):
-        old.append(CompletedRecord(1, 1000, {}))
-
-    new.append(CompletedRecord(2, 1000, {}))
-    state = JournalState.from_records(make_journal().read())
-    state.validate()
-    assert state.epoch == 2
-    assert [(t, c.epoch) for t, c in state.completed.items()] == [(1000, 2)]
-
-
-def test_reads_start_at_the_latest_snapshot(make_journal: JournalFactory) -> None:
-    writer = make_journal(snapshot_every=5)
-    epoch = writer.open()
-    for i, t in enumerate(range(1000, 21_000, 1000)):
-        writer.append(planned(epoch, t, i * 10, i * 10 + 10))
-        writer.append(CompletedRecord(epoch, t, {"out": 10}))
-    writer.append(CheckpointRecord(epoch, 20_000, {"s": "ckpt-20000"}))
-    writer.append(planned(epoch, 21_000, 200, 210))
-
-    reader = make_journal(snapshot_every=5)
-    raw = reader._read_from_last_snapshot()
-    assert isinstance(raw[0][1], SnapshotRecord)
-    assert raw[0][0] > 40, "the read should begin near the end, at the newest snapshot"
-    assert len(raw) <= 6
-
-    state = JournalState.from_records(reader.read())
-    state.validate()
-    assert state.epoch == 1
-    assert state.checkpoint == CheckpointRecord(1, 20_000, {"s": "ckpt-20000"})
-    assert [p.batch_time for p in state.pending()] == [21_000]
-    assert state.last_positions() == {("words", 0): 210}
-    assert state.last_completed is not None and state.last_completed.batch_time == 20_000
-
-
 def test_a_long_tail_without_recent_snapshot_is_read_in_growing_windows(
     make_journal: JournalFactory,
 ) -> None:
@@ -153,21 +73,6 @@ def test_a_long_tail_without_recent_snapshot_is_read_in_growing_windows(
     state = JournalState.from_records(reader.read())
     state.validate()
     assert len(state.planned) == 40 and state.epoch == 1
-
-
-def test_cli_show_and_verify_read_the_topic(
-    make_journal: JournalFactory, kafka_bootstrap: str
-) -> None:
-    writer = make_journal(owner="driver-k")
-    writer.open()
-    writer.append(planned(1, 1000, 0, 10))
-    where = ["--kafka", kafka_bootstrap, "--topic", writer.topic, "--app", writer.app_id]
-    runner = CliRunner()
-    shown = runner.invoke(journal_group, ["show", *where])
-    assert shown.exit_code == 0, shown.output
-    assert "by driver-k" in shown.output and "pending:        1000" in shown.output
-    verified = runner.invoke(journal_group, ["verify", *where])
-    assert verified.exit_code == 0 and "ok —" in verified.output
 
 
 # --- librdkafka's transactional error contract, with a scripted producer (no broker needed) ----

@@ -1,4 +1,7 @@
-"""Kafka transactions as the sinks and the journal rely on them (DESIGN.md §4, §5), on 1 broker."""
+"""Kafka transactions as the sinks and the journal rely on them, on 1 broker.
+
+See docs/architecture.md, "The journal" and "Sinks".
+"""
 
 from __future__ import annotations
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from confluent_kafka import Producer
 
+from connectors.planner import StartingOffsets
 from service import testing
 from service.driver.lifecycle import BatchLifecycle
 from service.driver.recovery import JournalLog
@@ -40,7 +41,7 @@ def build_word_count(sc: Any, bootstrap: str, topic: str, out: Path) -> Streamin
         "lines",
         {"bootstrap.servers": bootstrap},
         topics=[topic],
-        starting_offsets="earliest",
+        starting_offsets=StartingOffsets.earliest(),
         max_rate_per_partition=RATE_PER_PARTITION,
         min_partitions=4,
     ).values()
@@ -88,11 +89,10 @@ def test_word_count_is_exact_per_batch_and_replays_identically(
     replay_ctx = build_word_count(sc, kafka_bootstrap, topic, tmp_path / "replay")
     replay = BatchLifecycle(replay_ctx, journal=None)
     replay.setup_outputs()
-    from service.driver.lifecycle import BatchPlan
+    from service.driver.recovery import journaled_plan
 
     for t in batch_times:
-        record = state.planned[t]
-        replay.replay(BatchPlan(t, record.ranges, {}))
+        replay.replay(journaled_plan(state.planned[t], replay_ctx))
     for t in batch_times:
         first = sorted(p.read_bytes() for p in sink.batch_dir("counts", t).glob("part-*"))
         again = FileSink(tmp_path / "replay").batch_dir("counts", t)

@@ -1,4 +1,8 @@
-"""The PostgreSQL sink against a real server: each BatchKey commits exactly once, whatever fails."""
+"""The PostgreSQL sink against a real server: each BatchKey commits exactly once, whatever fails.
+
+What every sink does (idempotent and atomic writes, replays, commits, racing copies) is checked
+on this one too by the sink contract suite, tests/contracts/test_sink_contract.py.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +18,7 @@ from psycopg import sql
 
 from service.errors import SinkError
 from sinks import postgres
-from sinks.base import BatchKey, Sink, WriteResult
+from sinks.base import BatchKey, WriteResult
 from sinks.postgres import PostgresSink
 
 WORDS = [("a", 1), ("b", 2), ("c", 3)]
@@ -53,17 +57,6 @@ def marker_count(dsn: str, sink: PostgresSink) -> int:
         row = conn.execute(query).fetchone()
     assert row is not None
     return int(row[0])
-
-
-def test_rewrite_of_a_committed_key_is_skipped(postgres_dsn: str, unique_name: str) -> None:
-    sink = make_sink(postgres_dsn, unique_name)
-    assert isinstance(sink, Sink)
-
-    assert sink.write(key(), iter(WORDS)) == WriteResult(rows=3)
-    assert sink.write(key(), iter(WORDS)) == WriteResult(rows=0, skipped=True)
-
-    assert table_rows(postgres_dsn, unique_name) == WORDS
-    assert marker_count(postgres_dsn, sink) == 1
 
 
 def test_rows_may_be_mappings_and_the_table_may_predefine_columns(
@@ -136,6 +129,24 @@ def terminate(dsn: str, backend_pid: int) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         # The timeout makes the call wait until the backend has really gone.
         conn.execute("SELECT pg_terminate_backend(%s, 10000)", (backend_pid,))
+
+
+def test_close_drops_the_cached_connection_and_may_run_twice(
+    postgres_dsn: str, unique_name: str
+) -> None:
+    sink = make_sink(postgres_dsn, unique_name)
+    backends: list[int] = []
+    postgres.set_fault_hook(lambda point, _key, pid: backends.append(pid))
+    sink.write(key(batch_time=1000), WORDS[:1])
+    sink.write(key(batch_time=2000), WORDS[1:2])
+    assert backends[0] == backends[-1]  # one cached connection serves both writes
+
+    sink.close()
+    sink.close()
+    sink.write(key(batch_time=3000), WORDS[2:])
+
+    assert backends[-1] != backends[0]  # closed, so the next write connected anew
+    assert table_rows(postgres_dsn, unique_name) == WORDS
 
 
 def test_backend_killed_before_commit_is_settled_by_retrying(

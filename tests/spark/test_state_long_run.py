@@ -14,7 +14,8 @@ from service.driver.lifecycle import BatchLifecycle
 from service.graph import functions
 from service.graph.checkpoint_store import CheckpointStore
 from service.graph.context import StreamingContext
-from service.graph.state import StateView
+from service.graph.dstream import StateView
+from service.graph.state import KeyedState
 from service.testing import FIRST_BATCH_MS, INTERVAL_MS
 from sinks.memory import MemorySink
 
@@ -49,6 +50,8 @@ def test_lineage_and_driver_memory_stay_bounded(sc: Any, tmp_path: Path) -> None
     pairs = ctx.queue_stream(lines).flat_map(str.split).map(functions.pair_with_one)
     totals = pairs.update_state_by_key(running_total)
     assert isinstance(totals, StateView)
+    state = totals.state.computation
+    assert isinstance(state, KeyedState)
     totals.changes().write("changes", MemorySink())
     store = CheckpointStore(tmp_path / "checkpoints")
     checkpoints = StateCheckpoints(ctx, store, None, CHECKPOINT_EVERY)
@@ -58,7 +61,7 @@ def test_lineage_and_driver_memory_stay_bounded(sc: Any, tmp_path: Path) -> None
     rss_after_warm_up = 0
     for index in range(BATCHES):
         lifecycle.run_new(FIRST_BATCH_MS + index * INTERVAL_MS)
-        state_rdd = totals.state._states[-1][1]
+        state_rdd = state.latest
         lineage.append(len(state_rdd.toDebugString() or b""))
         if index == WARM_UP:
             rss_after_warm_up = rss_bytes()

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import pickle
 from pathlib import Path
 
 import pytest
 
 from service.errors import SinkError
-from sinks.base import BatchKey
+from sinks.base import BatchKey, WriteResult
 from sinks.files import FileSink
 
 
@@ -62,3 +64,17 @@ def test_no_temporary_files_are_left_behind(tmp_path: Path) -> None:
 def test_sink_pickles_as_configuration(tmp_path: Path) -> None:
     clone = pickle.loads(pickle.dumps(FileSink(tmp_path)))
     assert clone.root == str(tmp_path)
+
+
+def test_a_file_system_without_hard_links_gets_the_part_renamed_into_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse_link(source: object, target: object) -> None:
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", refuse_link)
+    sink = FileSink(tmp_path)
+
+    assert sink.write(key(0), [("a", 1)]) == WriteResult(rows=1)
+    assert sink.part_path(key(0)).read_text() == '["a",1]\n'
+    assert [p.name for p in tmp_path.rglob("*.tmp")] == []

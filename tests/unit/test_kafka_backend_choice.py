@@ -1,4 +1,4 @@
-"""The broker-selection order of DESIGN.md §8: external, then Testcontainers, then local."""
+"""The broker-selection order (docs/architecture.md, Tests): external, Testcontainers, local."""
 
 from __future__ import annotations
 

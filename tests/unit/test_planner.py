@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import pytest
 from confluent_kafka import KafkaError
 
-import connectors.planner as planner_module
+from connectors.kafka_client import is_transient
 from connectors.offsets import OffsetRange
 from connectors.planner import (
     OffsetPlanner,
@@ -140,26 +140,6 @@ def test_starting_policy_is_asked_only_on_the_first_batch(meta: FakeMetadata) ->
     assert meta.calls == ["committed"]
 
 
-@pytest.mark.parametrize(
-    ("value", "expected"),
-    [
-        ("earliest", StartingOffsets.earliest()),
-        ("latest", StartingOffsets.latest()),
-        ("committed", StartingOffsets.committed()),
-        (T0, StartingOffsets.at_timestamp(T0)),
-        ({"a": {"0": 5, 1: 6}}, StartingOffsets.explicit({("a", 0): 5, ("a", 1): 6})),
-    ],
-)
-def test_starting_offsets_parse(value: object, expected: StartingOffsets) -> None:
-    assert StartingOffsets.parse(value) == expected
-
-
-@pytest.mark.parametrize("value", ["newest", 1.5, True, {"a": 3}, None])
-def test_starting_offsets_parse_rejects_what_it_cannot_read(value: object) -> None:
-    with pytest.raises(ConfigError, match="not understood|must map"):
-        StartingOffsets.parse(value)
-
-
 def test_starting_offsets_validation() -> None:
     with pytest.raises(ConfigError, match="timestamp_ms >= 0"):
         StartingOffsets("timestamp")
@@ -206,17 +186,17 @@ def test_rate_budget(rate: float, interval_ms: int, budget: int) -> None:
     assert ranges[0].count == budget
 
 
-def test_rate_override_is_capped_by_the_maximum(meta: FakeMetadata) -> None:
-    assert planner(meta, rate=10.0).plan(T0, SECOND, rate_override=3.0)[0].count == 3
-    assert planner(meta, rate=10.0).plan(T0, SECOND, rate_override=50.0)[0].count == 10
-    assert planner(meta).plan(T0, SECOND, rate_override=7.0)[0].count == 7
+def test_the_backpressure_rate_is_capped_by_the_maximum(meta: FakeMetadata) -> None:
+    assert planner(meta, rate=10.0).plan(T0, SECOND, rate=3.0)[0].count == 3
+    assert planner(meta, rate=10.0).plan(T0, SECOND, rate=50.0)[0].count == 10
+    assert planner(meta).plan(T0, SECOND, rate=7.0)[0].count == 7
 
 
 def test_invalid_rates_and_intervals_are_rejected(meta: FakeMetadata) -> None:
     with pytest.raises(ConfigError, match="max_rate_per_partition"):
         planner(meta, rate=-1.0)
-    with pytest.raises(ConfigError, match="rate_override"):
-        planner(meta).plan(T0, SECOND, rate_override=float("nan"))
+    with pytest.raises(ConfigError, match="rate"):
+        planner(meta).plan(T0, SECOND, rate=float("nan"))
     with pytest.raises(ValueError, match="interval"):
         planner(meta).plan(T0, 0)
 
@@ -420,7 +400,7 @@ def test_split_covers_exactly_the_input_and_reaches_the_minimum(min_partitions: 
     ],
 )
 def test_failover_errors_are_waited_out(code: int) -> None:
-    assert planner_module._transient(KafkaError(code))
+    assert is_transient(KafkaError(code))
 
 
 @pytest.mark.parametrize(
@@ -428,8 +408,8 @@ def test_failover_errors_are_waited_out(code: int) -> None:
     [KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError._AUTHENTICATION, KafkaError._INVALID_ARG],
 )
 def test_errors_no_wait_can_cure_stop_the_planner(code: int) -> None:
-    assert not planner_module._transient(KafkaError(code))
+    assert not is_transient(KafkaError(code))
 
 
 def test_fatal_errors_stop_the_planner() -> None:
-    assert not planner_module._transient(KafkaError(KafkaError._FATAL, fatal=True))
+    assert not is_transient(KafkaError(KafkaError._FATAL, fatal=True))

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from connectors.watermarks import end_offsets
+from connectors.kafka_client import end_offsets
 
 TP = TopicPartition("t", 0)
 

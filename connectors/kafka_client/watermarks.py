@@ -3,8 +3,8 @@
 During a failover a watermark request can fail (NOT_LEADER, or OFFSET_NOT_AVAILABLE while a new
 leader's high watermark catches up) or, sent to a leader that has just died, wait out its whole
 timeout. So each try is short, and between tries the topic's metadata is refreshed: only fresh
-metadata names the new leader. The sink's marker reads, the Kafka journal and the chaos tests'
-verifier all read end offsets this way.
+metadata names the new leader. The committed-tail reads (the sink's markers, the Kafka journal)
+and the chaos tests' verifier all read end offsets this way.
 """
 
 from __future__ import annotations
@@ -16,20 +16,18 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
+from connectors.kafka_client.errors import TIMED_OUT, is_fatal
+
 # One try; a request stranded on a dead leader costs no more than this.
 TRY_TIMEOUT_S = 2.0
 _PAUSE_S = 0.1
-
-
-def _fatal(error: KafkaError) -> bool:
-    return bool(error.fatal())
 
 
 def end_offsets(
     consumer: Any,
     tp: TopicPartition,
     deadline: float,
-    give_up: Callable[[KafkaError], bool] = _fatal,
+    give_up: Callable[[KafkaError], bool] = is_fatal,
 ) -> tuple[int, int]:
     """`(low, high)` of `tp`; with `isolation.level=read_committed` high is the last stable offset.
 
@@ -43,7 +41,7 @@ def end_offsets(
                 tp, timeout=max(_PAUSE_S, min(TRY_TIMEOUT_S, remaining)), cached=False
             )
             if marks is None:  # some client versions answer a timeout with None
-                raise KafkaException(KafkaError(KafkaError._TIMED_OUT))  # noqa: SLF001
+                raise KafkaException(KafkaError(TIMED_OUT))
             return int(marks[0]), int(marks[1])
         except KafkaException as exc:
             if remaining <= 0 or give_up(exc.args[0]):

@@ -1,0 +1,106 @@
+"""The graph's shared vocabulary: what a stream needs of its context, what an output needs of its
+stream, and what an output and a whole batch report.
+
+These protocols let `dstream`, `sources`, `outputs` and `context` import each other in one
+direction only (context → sources → dstream → outputs → base): a stream knows its context only
+through `GraphContext`, an output knows its stream only through `BatchStream`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from service.graph.counters import Counts, total_decode_errors, total_records
+from service.graph.plan import BatchPlan
+from sinks.base import Sink
+
+RDD = Any  # pyspark.RDD; kept as Any because pyspark's types are not followed (see pyproject).
+BatchFunction = Callable[[RDD, int], Any]
+
+
+@dataclass(frozen=True)
+class OutputResult:
+    """What one output operation did for one batch."""
+
+    name: str
+    partitions: int
+    rows: int
+    skipped_partitions: int
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class BatchOutcome:
+    """What a batch did, for metrics, the status page and logs."""
+
+    plan: BatchPlan
+    outputs: tuple[OutputResult, ...]
+    processing_s: float
+    replayed: bool
+    counters: Counts = field(default_factory=dict)
+
+    @property
+    def input_records(self) -> int:
+        return total_records(self.counters)
+
+    @property
+    def decode_errors(self) -> int:
+        return total_decode_errors(self.counters)
+
+
+class BatchStream(Protocol):
+    """What an output needs of the stream it writes."""
+
+    @property
+    def node_id(self) -> int: ...
+
+    def rdd_at(self, plan: BatchPlan) -> RDD: ...
+
+    def is_empty(self, plan: BatchPlan) -> bool: ...
+
+
+class OutputOperation(Protocol):
+    """An output of the graph: the only place where a batch's RDDs become Spark jobs."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def exactly_once(self) -> bool: ...
+
+    def describe(self) -> dict[str, Any]: ...
+
+    def setup(self, app: str) -> None: ...
+
+    def run(self, app: str, plan: BatchPlan) -> OutputResult: ...
+
+    def commit(self, app: str, batch_time: int, result: OutputResult) -> None: ...
+
+    def close(self) -> None:
+        """Releases what the output holds in this process (its sink's clients); idempotent."""
+
+
+class Node(Protocol):
+    """A stream as its context holds it: described for the fingerprint, told when to forget."""
+
+    def describe(self) -> dict[str, Any]: ...
+
+    def forget(self, batch_time: int) -> None: ...
+
+
+class GraphContext(Protocol):
+    """What a stream needs of the context that holds its graph."""
+
+    sc: Any
+    batch_interval_ms: int
+    default_partitions: int
+    dead_letters_enabled: bool
+    input_counters: Any
+
+    def register(self, stream: Node) -> int: ...
+
+    def add_output(self, output: OutputOperation) -> None: ...
+
+    def configured_sink(self, name: str) -> Sink: ...
