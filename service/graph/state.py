@@ -5,9 +5,10 @@ The state at batch `t` is an RDD hash-partitioned by key into a fixed number of 
 computed from the state at the previous batch and the batch's input, partition by partition:
 the previous state and the batch's values, shuffled into the same partitioning, are unioned
 partition by partition (no shuffle of the state) and merged by a plain function of
-`service.graph.state_functions`. The state of the latest two batches stays persisted; older
-ones are released, and a checkpoint replaces the latest by its copy read back from the
-checkpoint store, which cuts the lineage.
+`service.graph.state_functions`. Only the latest state stays persisted: the one before it is
+released once a job has materialized the latest (see `stateful.release_superseded`), and a
+checkpoint replaces the latest by its copy read back from the checkpoint store, which cuts the
+lineage.
 
 Timeouts are measured in batch time: a key is idle since the batch of its last value.
 """
@@ -27,11 +28,11 @@ from service.graph.stateful import (
     StatefulComputation,
     persist,
     release,
+    release_superseded,
     union_partitioned,
 )
 
 Merge = Callable[[int, Iterable[Any]], Iterator[Any]]
-KEPT_STATES = 2
 
 
 class KeyedState(StatefulComputation):
@@ -66,7 +67,11 @@ class KeyedState(StatefulComputation):
             raise fn.StateError(msg)
         inputs = [self._previous(t)] if self._states or self._initial else []
         if not self.parent.is_empty(plan):
-            tagged = self.parent.rdd_at(plan).mapPartitionsWithIndex(fn.tag_new_values)
+            # Tagging keeps the partitioning, so input already hash-partitioned like the state
+            # (e.g. a reduce by key with the same partition count) is not shuffled again.
+            tagged = self.parent.rdd_at(plan).mapPartitionsWithIndex(
+                fn.tag_new_values, preservesPartitioning=True
+            )
             inputs.append(tagged.partitionBy(self.partitions))
             self._may_have_state = True
         if not inputs:
@@ -89,8 +94,7 @@ class KeyedState(StatefulComputation):
         return rows.mapPartitions(start).partitionBy(self.partitions)
 
     def forget(self, batch_time: int) -> None:
-        while len(self._states) > KEPT_STATES:
-            release(self._states.pop(0)[1])
+        self._states = release_superseded(self._states)
 
     def checkpoint_pieces(self, batch_time: int) -> list[Piece]:
         if not self._states:

@@ -15,6 +15,7 @@ and the operators built on it (`window`, `state`) sit below `dstream` in the gra
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,6 +95,50 @@ def persist(rdd: RDD) -> RDD:
 def release(rdd: RDD | None) -> None:
     if rdd is not None and rdd.is_cached:
         rdd.unpersist(blocking=False)
+
+
+def is_materialized(rdd: RDD) -> bool:
+    """Whether Spark holds every partition of the persisted `rdd`, i.e. a job has computed it.
+
+    Asks the driver's block manager master, to which each task reports the blocks it stored
+    before it ends. pyspark has no public call for this (its status tracker reports RDD storage
+    only as listener events arrive, which may lag a job's end).
+    """
+    master, block_id = _block_lookup(rdd.context)
+    rdd_id = rdd.id()
+    return all(
+        not master.getLocations(block_id(rdd_id, p)).isEmpty()
+        for p in range(rdd.getNumPartitions())
+    )
+
+
+_BLOCK_LOOKUPS: weakref.WeakKeyDictionary[Any, tuple[Any, Any]] = weakref.WeakKeyDictionary()
+
+
+def _block_lookup(sc: Any) -> tuple[Any, Any]:
+    """The JVM's block manager master and `RDDBlockId` class, looked up once per context (each
+    step of a JVM lookup is a round trip to the JVM)."""
+    found = _BLOCK_LOOKUPS.get(sc)
+    if found is None:
+        jvm = sc._jvm  # noqa: SLF001 - pyspark's handle on the JVM; no public equivalent
+        master = jvm.org.apache.spark.SparkEnv.get().blockManager().master()
+        found = (master, jvm.org.apache.spark.storage.RDDBlockId)
+        _BLOCK_LOOKUPS[sc] = found
+    return found
+
+
+def release_superseded(chain: list[tuple[int, RDD]]) -> list[tuple[int, RDD]]:
+    """Of a chain of persisted RDDs (oldest first, each computed from the one before), releases
+    all but the newest once a job has materialized the newest: nothing will read them again.
+
+    Until then the older ones stay: computing the newest reads its predecessor, and releasing a
+    predecessor first would make Spark recompute the whole chain back to the last checkpoint.
+    """
+    if len(chain) < 2 or not is_materialized(chain[-1][1]):
+        return chain
+    for _, rdd in chain[:-1]:
+        release(rdd)
+    return chain[-1:]
 
 
 def union_partitioned(sc: Any, rdds: list[RDD]) -> RDD:

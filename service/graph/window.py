@@ -26,6 +26,7 @@ from service.graph.stateful import (
     Piece,
     StatefulComputation,
     check_duration,
+    is_materialized,
     persist,
     release,
     union_partitioned,
@@ -123,6 +124,8 @@ class ReducedWindow(StatefulComputation):
         )
         self._batches: dict[int, RDD] = {}
         self._window: tuple[int, RDD] | None = None
+        # Earlier windows the current one may still be computed from (see `forget`).
+        self._superseded: list[RDD] = []
 
     def is_boundary(self, batch_time: int) -> bool:
         return batch_time % self.slide_ms == 0
@@ -177,7 +180,7 @@ class ReducedWindow(StatefulComputation):
 
     def _set_window(self, window: tuple[int, RDD] | None) -> None:
         if self._window is not None and (window is None or window[1] is not self._window[1]):
-            release(self._window[1])
+            self._superseded.append(self._window[1])
         self._window = window
 
     def _needed_after(self, t: int) -> int:
@@ -188,6 +191,13 @@ class ReducedWindow(StatefulComputation):
         horizon = self._needed_after(batch_time)
         for b in [b for b in self._batches if b <= horizon]:
             release(self._batches.pop(b))
+        # An incremental window is computed from the previous one: releasing that before a job
+        # has materialized the new one would make Spark recompute every window back to the last
+        # checkpoint.
+        if self._window is None or is_materialized(self._window[1]):
+            for rdd in self._superseded:
+                release(rdd)
+            self._superseded = []
 
     def checkpoint_pieces(self, batch_time: int) -> list[Piece]:
         horizon = self._needed_after(batch_time)
@@ -204,7 +214,11 @@ class ReducedWindow(StatefulComputation):
         for rdd in self._batches.values():
             release(rdd)
         self._batches = {}
+        # Read back from files, the pieces depend on no earlier RDD: release every window now.
         self._set_window(None)
+        for rdd in self._superseded:
+            release(rdd)
+        self._superseded = []
         for name, rdd in pieces.items():
             if name.startswith("batch-"):
                 self._batches[int(name.removeprefix("batch-"))] = persist(rdd)
