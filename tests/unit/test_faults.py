@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 from service import faults
 
@@ -32,3 +33,16 @@ def test_named_point_exits_like_a_kill(monkeypatch: object) -> None:
     assert result.returncode == faults.CRASH_EXIT_CODE
     assert result.stdout.count("passed") == 1
     assert "before-ack" in result.stderr
+
+
+def test_crash_once_lets_only_the_first_process_die(tmp_path: Path) -> None:
+    import os
+
+    claim = tmp_path / "crashed-once"
+    env = {**os.environ, "DSTREAMS_CRASH_AT": "before-ack", "DSTREAMS_CRASH_ONCE": str(claim)}
+    first, second = run_point(env), run_point(env)
+    assert first.returncode == faults.CRASH_EXIT_CODE
+    assert first.stdout.count("passed") == 0
+    assert second.returncode == 0
+    assert second.stdout.count("passed") == 3
+    assert claim.exists()
