@@ -7,7 +7,7 @@ STAMP := $(VENV)/.stamp-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 PACKAGES := service connectors sinks
 PYTEST_ARGS ?=
 
-.PHONY: venv sysdeps lint format typecheck test test-fast demo bench bench-recovery soak clean
+.PHONY: venv sysdeps lint format typecheck test test-fast demo bench bench-recovery bench-state soak clean
 
 venv: $(STAMP)
 
@@ -48,6 +48,9 @@ bench: venv sysdeps
 
 bench-recovery: venv sysdeps
 	$(PY) bench/recovery_bench.py
+
+bench-state: venv sysdeps
+	$(PY) bench/state_bench.py
 
 # Runs too long for `make test`: the stateful long run at 1,000 batches, and the stateful chaos
 # test at the issue's full size (200,000 lines, 10 driver SIGKILLs besides the crash points).

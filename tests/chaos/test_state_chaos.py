@@ -59,7 +59,7 @@ LINES = int(os.environ.get("DSTREAMS_STATE_CHAOS_LINES", "40000"))
 KILLS = int(os.environ.get("DSTREAMS_STATE_CHAOS_KILLS", "4"))
 JOB = "examples.stateful_all_sinks:build"
 CHECKPOINT_EVERY = 3
-RATE_PER_PARTITION = 250
+RATE_PER_PARTITION = 400
 # Streamed over about as long as the starts take, so kills land while input arrives.
 STREAMED_PER_SECOND = max(300, LINES // 150)
 DRIVER_POINTS = (
