@@ -40,3 +40,7 @@ class GraphChanged(DStreamsError):
 
 class SinkError(DStreamsError):
     """A sink could not write or commit a batch."""
+
+
+class ClusterError(DStreamsError):
+    """The Spark cluster cannot run the job: no executor came, or executors lack its code."""

@@ -38,6 +38,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from connectors.planner import StartingOffsets
 from service.config.loading import deep_merge, read_env, read_yaml
+from service.config.masters import SparkMaster, parse_master
 from service.config.paths import shipped_config_file
 from service.config.problems import InvalidConfig, problems_of
 from service.config.types import (
@@ -108,17 +109,42 @@ class _Model(BaseModel):
 
 class SparkSettings(_Model):
     master: str = "local[2]"
-    """Spark master URL: local[N], spark://host:port, k8s://..., yarn."""
+    """Spark master URL: local[N], spark://host:port, k8s://https://host:port, yarn."""
+    driver_host: str | None = None
+    """Address executors reach the driver at (a cluster only; local mode keeps loopback).
+    Default: this host's address on its route to the master. In a pod, set it from the pod's IP
+    with DSTREAMS_SPARK__DRIVER_HOST."""
+    bind_address: str | None = None
+    """Address the driver listens on (a cluster only); default driver_host. 0.0.0.0: all."""
+    ship_job: Literal["auto", "always", "never"] = "auto"
+    """Ship the job's top-level module or package to the executors as a zip: auto does it on a
+    cluster unless the job is installed (in site-packages, as in an image executors share)."""
+    start_timeout_s: float = Field(default=180.0, gt=0)
+    """How long start-up waits for a cluster's executors to run a first task (which also checks
+    that they can import the job) before giving up with a message."""
+    stable_placement: bool = True
+    """On a cluster, run output partition p on the same executor batch after batch, so a Kafka
+    sink's transactional producer is not initialized again (and fenced) on another one."""
     conf: dict[str, ConfValue] = Field(default_factory=dict)
     """Extra Spark properties (spark.executor.memory: 2g, ...)."""
     secret_conf: dict[str, SecretStr] = Field(default_factory=dict)
     """Spark properties holding credentials; masked when shown."""
+
+    @field_validator("master")
+    @classmethod
+    def _known_master(cls, master: str) -> str:
+        parse_master(master)
+        return master.strip()
 
     @field_validator("conf")
     @classmethod
     def _no_secrets_in_conf(cls, conf: dict[str, str]) -> dict[str, str]:
         raise_all(sensitive_keys(conf, "spark.secret_conf"))
         return conf
+
+    @property
+    def parsed_master(self) -> SparkMaster:
+        return parse_master(self.master)
 
     def spark_conf(self) -> dict[str, str]:
         """Every extra Spark property, secrets revealed: for the SparkConf only."""
