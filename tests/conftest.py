@@ -45,7 +45,7 @@ def sc(spark_context: Any) -> Iterator[Any]:
 
 # --- Tiers -----------------------------------------------------------------------------------
 
-TIERS = ("unit", "spark", "kafka", "postgres", "chaos")
+TIERS = ("unit", "spark", "kafka", "postgres", "cluster", "chaos")
 _TESTS_DIR = Path(__file__).resolve().parent
 _TIER_OF_FOLDER = {tier: tier for tier in TIERS}
 # Contract suites run every backend through the same tests, so each case carries its own tier
