@@ -41,6 +41,7 @@ from service.config.loading import deep_merge, read_env, read_yaml
 from service.config.masters import SparkMaster, parse_master
 from service.config.paths import shipped_config_file
 from service.config.problems import InvalidConfig, problems_of
+from service.config.storage import shared_path_problem
 from service.config.types import (
     MANAGED_KAFKA_KEYS,
     ConfValue,
@@ -93,6 +94,7 @@ __all__ = [
     "SparkSettings",
     "json_schema",
     "load_settings",
+    "storage_problems",
 ]
 
 DEFAULTS_FILE = shipped_config_file("defaults.yaml")
@@ -543,9 +545,28 @@ def load_settings(
     for layer in layers:
         merged = deep_merge(merged, layer)
     try:
-        return Settings.model_validate(merged)
+        settings = Settings.model_validate(merged)
     except ValidationError as exc:
         raise InvalidConfig(problems_of(exc, Settings, merged, origins)) from None
+    problems = storage_problems(settings)
+    if problems:
+        raise InvalidConfig(problems)
+    return settings
+
+
+def storage_problems(settings: Settings) -> list[str]:
+    """On a cluster, what executors write (file outputs, checkpoints) must be on storage that
+    all of them see: one line per path that is not (rules in `service.config.storage`)."""
+    master = settings.spark.parsed_master
+    found = [
+        shared_path_problem(f"sinks.{name}.path", sink.path, master)
+        for name, sink in settings.sinks.items()
+        if isinstance(sink, FilesSinkSettings)
+    ]
+    found.append(
+        shared_path_problem("checkpoint.path", settings.checkpoint.path, master, uris=True)
+    )
+    return [problem for problem in found if problem is not None]
 
 
 def _renamed(layer: dict[str, Any]) -> dict[str, Any]:

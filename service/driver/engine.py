@@ -16,7 +16,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from service.config.settings import Settings
+from service.config.settings import InvalidConfig, Settings, storage_problems
 from service.driver.job_code import prepare_executors
 from service.driver.lifecycle import BatchLifecycle
 from service.driver.recovery import JournalLog, check_before_start, recover
@@ -112,6 +112,11 @@ class Service:
         from service.driver import wiring
 
         settings = self.settings
+        problems = storage_problems(
+            settings
+        )  # settings not made by load_settings (tests, embedders)
+        if problems:
+            raise InvalidConfig(problems)
         self.ctx = build_context(settings)
         self.observer.lag_source = self.ctx.consumer_lag
         journal = wiring.make_journal(settings)

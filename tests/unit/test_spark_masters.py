@@ -79,7 +79,11 @@ def test_a_bad_master_in_the_config_file_is_one_problem_naming_the_field(tmp_pat
 
 def test_driver_host_comes_from_the_environment(tmp_path: Path) -> None:
     path = tmp_path / "job.yaml"
-    path.write_text(MINIMAL + "spark: {master: 'k8s://https://kubernetes.default.svc'}\n")
+    path.write_text(
+        MINIMAL
+        + "spark: {master: 'k8s://https://kubernetes.default.svc'}\n"
+        + "checkpoint: {path: /var/lib/dstreams/checkpoints}\n"
+    )
     settings = load_settings(path, {"DSTREAMS_SPARK__DRIVER_HOST": "10.1.2.3"})
     assert settings.spark.driver_host == "10.1.2.3"
     address = driver_address(settings.spark.parsed_master, settings.spark.driver_host)
