@@ -211,18 +211,20 @@ class KafkaSink:
         marker = Marker(key.app, key.output, key.partition, key.batch_time)
         marker_topic = self.marker_topic_for(key.app, key.output)
         reader = marker_reader(self.conf)
+        opened = False
         for attempt in range(1, MAX_ATTEMPTS + 1):
             producer = transactional_producer(self.producer_settings(key))
+            opened = opened or producer.first_use()
             producer.require_partition(marker_topic, key.partition)
             if not producer.marker_known:
                 producer.remember_marker(reader.last(marker_topic, marker))
             committed = producer.marker
             if committed is not None and committed >= key.batch_time:
                 _LOG.info("%s skipped: marker %d is already committed", key, committed)
-                return WriteResult(0, skipped=True)
+                return WriteResult(0, skipped=True, opened_client=opened)
             outcome = self._try_transaction(producer, key, records, attempt)
             if outcome is _Outcome.COMMITTED:
-                return WriteResult(len(records))
+                return WriteResult(len(records), opened_client=opened)
             if outcome is _Outcome.RETRY_LATER and attempt < MAX_ATTEMPTS:
                 time.sleep(min(0.1 * 2**attempt, 2.0))  # let a failover settle
         msg = (

@@ -124,7 +124,8 @@ class Service:
         # Spark has started; recovery checks again under the new epoch.
         check_before_start(journal, self.ctx)
         self.sc = self._start_spark()
-        self.ctx.attach_spark(self.sc)
+        spark = settings.spark
+        self.ctx.attach_spark(self.sc, spark.stable_placement and not spark.parsed_master.is_local)
         epoch = journal.open()
         self.observer.set_epoch(epoch)
         journal_log = JournalLog(

@@ -15,6 +15,7 @@ from service.errors import ConfigError
 from service.graph.base import Node, OutputOperation
 from service.graph.counters import CountersParam
 from service.graph.dstream import DStream
+from service.graph.placement import OutputPlacement
 from service.graph.sources import InputDStream, KafkaInputDStream, QueueInputDStream
 from sinks.base import Sink
 
@@ -49,6 +50,7 @@ class StreamingContext:
         self.outputs: list[OutputOperation] = []
         self.dead_letters_enabled = False
         self.input_counters: Any = None
+        self.placement = OutputPlacement()
         self._sink_factory = sink_factory
         self._source_factory = source_factory
         self._sources_by_name: dict[str, InputDStream] = {}
@@ -170,14 +172,17 @@ class StreamingContext:
         }
         return json.dumps(graph, sort_keys=True, default=str)
 
-    def attach_spark(self, sc: Any) -> None:
+    def attach_spark(self, sc: Any, stable_placement: bool = False) -> None:
         """Gives the built graph the SparkContext its batches run on.
 
         Until then `sc` is None: jobs build graphs without Spark, and use Spark only inside
         the functions they pass to operators (`transform` gets each batch's RDD).
+        `stable_placement` pins each output partition's task to one executor on a cluster
+        (see `service.graph.placement`).
         """
         self.sc = sc
         self.input_counters = sc.accumulator({}, CountersParam())
+        self.placement.active = stable_placement
 
     def close(self) -> None:
         """Closes the driver-side clients the sources and the outputs' sinks opened."""

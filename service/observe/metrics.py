@@ -49,6 +49,7 @@ class Metrics:
         self._declare_batch_metrics()
         self._declare_record_metrics()
         self._declare_delivery_metrics()
+        self._declare_sink_client_metrics()
         self._declare_driver_metrics()
         build_info = Gauge(
             "dstreams_build_info",
@@ -101,6 +102,22 @@ class Metrics:
             "dstreams_consumer_lag_records",
             "Latest offset minus the planned end of the latest batch, by topic and partition.",
             ["topic", "partition"],
+            registry=r,
+        )
+
+    def _declare_sink_client_metrics(self) -> None:
+        r = self.registry
+        self._partition_writes = Counter(
+            "dstreams_sink_partition_writes_total",
+            "Partition-batches handed to a sink (committed or skipped), by output.",
+            ["output"],
+            registry=r,
+        )
+        self._clients_opened = Counter(
+            "dstreams_sink_clients_opened_total",
+            "Partition-batches whose write set up a sink client first (a Kafka sink's "
+            "transactional producer: init_transactions, fencing its previous holder), by output.",
+            ["output"],
             registry=r,
         )
 
@@ -198,6 +215,10 @@ class Metrics:
 
     def add_duplicate_writes_suppressed(self, output: str, count: int = 1) -> None:
         self._duplicates.labels(output).inc(count)
+
+    def add_partition_writes(self, output: str, partitions: int, opened_clients: int) -> None:
+        self._partition_writes.labels(output).inc(partitions)
+        self._clients_opened.labels(output).inc(opened_clients)
 
     def add_dead_letters(self, topic: str, count: int = 1) -> None:
         self._dead_letters.labels(topic).inc(count)

@@ -170,6 +170,7 @@ class Observer:
                     m.add_decode_errors(topic, count)
         for result in outcome.outputs:
             m.add_output_records(result.name, result.rows)
+            m.add_partition_writes(result.name, result.partitions, result.opened_clients)
             if self.dead_letter_topic and result.name.endswith(DEAD_LETTER_SUFFIX) and result.rows:
                 m.add_dead_letters(self.dead_letter_topic, result.rows)
             if result.skipped_partitions:
