@@ -58,7 +58,9 @@ COPY examples/ examples/
 # PYTHONHASHSEED: hash partitioning must put a key in the same partition on every replay, on the
 #   driver and in every Python worker (exactly-once depends on it).
 # PYTHONUNBUFFERED: JSON log lines reach the container log as they are written, not at exit.
-# SPARK_LOCAL_IP: Spark runs in local mode inside the pod and must not bind the pod IP.
+# SPARK_LOCAL_IP is left unset: dstreams pins local mode to loopback itself, and Spark on Kubernetes
+#   (the chart's spark.mode kubernetes) runs executor pods from this image, which must bind their
+#   pod IP.
 # PYTHONPATH: jobs are named module:function (e.g. examples.wordcount:build); the `dstreams`
 #   entry point does not put the working directory on sys.path, so /app is put there explicitly.
 ENV PATH=/opt/venv/bin:$PATH \
@@ -66,8 +68,7 @@ ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONPATH=/app \
-    DSTREAMS_CONFIG_DIR=/app/config \
-    SPARK_LOCAL_IP=127.0.0.1
+    DSTREAMS_CONFIG_DIR=/app/config
 
 USER 10001:10001
 EXPOSE 8080

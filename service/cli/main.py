@@ -93,11 +93,13 @@ def _register_groups() -> None:
     # Imported here so that a broken optional group cannot stop `dstreams --help` from loading.
     from service.cli.config import config
     from service.cli.dev import dev
+    from service.cli.executor import executor
     from service.cli.journal import journal
 
     cli.add_command(config)
     cli.add_command(journal)
     cli.add_command(dev)
+    cli.add_command(executor)
 
 
 def main() -> None:

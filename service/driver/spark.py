@@ -121,9 +121,10 @@ def create_spark_context(
     os.environ["PYTHONHASHSEED"] = HASH_SEED
     if parsed.is_local:
         os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
-    else:
-        # An inherited loopback value (an image made for local mode) would hide the driver.
-        os.environ["SPARK_LOCAL_IP"] = address.host
+    elif os.environ.get("SPARK_LOCAL_IP", "").startswith("127."):
+        # Inherited from a setup made for local mode, it would hide the driver from executors;
+        # spark.driver.host and bindAddress say where the driver is.
+        del os.environ["SPARK_LOCAL_IP"]
     # Workers must run the driver's interpreter, or they lack the driver's packages.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark import SparkConf, SparkContext
