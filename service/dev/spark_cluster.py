@@ -327,7 +327,13 @@ class LocalSparkCluster:
         ]
 
     def _env(self, daemon: _Daemon) -> dict[str, str]:
-        env = {key: value for key, value in os.environ.items() if not key.startswith("SPARK_")}
+        # Nothing of this process's Spark or Python path: executors must find the job's code
+        # the way a real cluster's would (installed, or shipped by the driver).
+        env = {
+            key: value
+            for key, value in os.environ.items()
+            if not key.startswith(("SPARK_", "PYSPARK_")) and key != "PYTHONPATH"
+        }
         env.update(
             SPARK_HOME=str(spark_home()),
             SPARK_LOCAL_IP=daemon.host,

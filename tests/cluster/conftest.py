@@ -9,7 +9,6 @@ absolute path (every executor of a cluster must see it).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -57,18 +56,6 @@ def cluster_driver(
         spark=cluster_settings(cluster, **conf),
         checkpoint={"path": str(app.workdir / "checkpoints")},
     )
-
-
-def json_log_lines(driver: ServiceProcess) -> list[dict[str, Any]]:
-    """The driver's JSON log lines (Spark's own lines and others are left out)."""
-    lines = []
-    for line in driver.log_path.read_text(errors="replace").splitlines():
-        if line.startswith("{"):
-            try:
-                lines.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-    return lines
 
 
 def spark_log_lines(driver: ServiceProcess, pattern: str) -> list[str]:
