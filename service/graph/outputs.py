@@ -66,6 +66,13 @@ class SinkOutput:
         rows = sum(report[1] for report in reports)
         skipped = sum(1 for report in reports if report[2])
         opened = sum(1 for report in reports if report[3])
+        self._log_later_attempts(batch_time, reports)
+        seconds = time.monotonic() - started
+        return OutputResult(self.name, len(reports), rows, skipped, seconds, opened)
+
+    def _log_later_attempts(self, batch_time: int, reports: list[Report]) -> None:
+        """Says which partitions a retry or a speculative copy wrote: worth seeing, and proof
+        that the other attempts collapsed into it."""
         for partition, _, was_skipped, _, attempt in reports:
             if attempt > 0:
                 log.info(
@@ -77,8 +84,6 @@ class SinkOutput:
                     attempt,
                     "it found the batch committed" if was_skipped else "it committed the batch",
                 )
-        seconds = time.monotonic() - started
-        return OutputResult(self.name, len(reports), rows, skipped, seconds, opened)
 
     def commit(self, app: str, batch_time: int, result: OutputResult) -> None:
         self.sink.commit(app, self.name, batch_time, result.partitions)
