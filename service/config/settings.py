@@ -192,7 +192,13 @@ class KafkaSourceSettings(_Model):
     codec: Literal["bytes", "utf-8", "json", "avro"] = "bytes"
     """How record values are decoded."""
     fail_on_data_loss: bool = True
-    """Stop when offsets were deleted by retention before being read (else skip with a metric)."""
+    """Stop when offsets were deleted by retention before being read. false: skip them, count
+    them in dstreams_lost_offsets_total and, when a replay skips them, journal them."""
+    on_decode_error: Literal["fail", "skip"] = "fail"
+    """A record that cannot be decoded (or whose parse function raises) when dead_letter.topic is
+    not set: fail its batch with an error naming topic, partition and offset, or skip it (logged
+    and counted in dstreams_decode_errors_total). With a dead-letter topic such records go
+    there."""
     group_id: str | None = None
     """Consumer group the processed offsets are committed to, for lag tools only."""
     # `starting_offsets` in the planner's terms, made once by `_topics_or_pattern`.

@@ -25,6 +25,7 @@ from connectors.offsets import OffsetRange
 from service import faults
 from service.graph.context import StreamingContext
 from service.graph.outputs import OutputResult
+from service.graph.sources import parse_lost_counter_key
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +73,9 @@ class JournalWriter(Protocol):
 
     def journal_planned(self, plan: BatchPlan, fingerprint: str) -> None: ...
 
-    def journal_completed(self, batch_time: int, outputs: dict[str, int]) -> None: ...
+    def journal_completed(
+        self, batch_time: int, outputs: dict[str, int], skipped: tuple[OffsetRange, ...] = ()
+    ) -> None: ...
 
 
 class NullObserver:
@@ -142,11 +145,16 @@ class BatchLifecycle:
         for output, result in zip(self.ctx.outputs, results, strict=True):
             output.commit(self.ctx.app_id, batch_time, result)
 
-    def journal_completed(self, batch_time: int, results: list[OutputResult]) -> None:
+    def journal_completed(
+        self,
+        batch_time: int,
+        results: list[OutputResult],
+        skipped: tuple[OffsetRange, ...] = (),
+    ) -> None:
         faults.crash_point("before-completed")
         if self.journal is not None:
             rows = {result.name: result.rows for result in results}
-            self.journal.journal_completed(batch_time, rows)
+            self.journal.journal_completed(batch_time, rows, skipped)
 
     def acknowledge(self, plan: BatchPlan) -> None:
         faults.crash_point("before-ack")
@@ -166,7 +174,7 @@ class BatchLifecycle:
         try:
             results = self.run_outputs(batch_time)
             self.commit_sinks(batch_time, results)
-            self.journal_completed(batch_time, results)
+            self.journal_completed(batch_time, results, skipped_offsets(before, self._counters()))
         except BaseException as error:
             self.observer.batch_failed(batch_time, error)
             raise
@@ -187,3 +195,9 @@ class BatchLifecycle:
     def _counters(self) -> dict[str, int]:
         counters = self.ctx.input_counters
         return dict(counters.value) if counters is not None else {}
+
+
+def skipped_offsets(before: dict[str, int], after: dict[str, int]) -> tuple[OffsetRange, ...]:
+    """The runs of deleted offsets this batch's reads skipped (fail_on_data_loss off)."""
+    new_keys = [key for key, count in after.items() if count != before.get(key, 0)]
+    return tuple(r for r in map(parse_lost_counter_key, new_keys) if r is not None)

@@ -117,6 +117,14 @@ class StreamingContext:
                 lag.update(source.lag())
         return lag
 
+    def lost_offsets(self) -> dict[tuple[str, int], int]:
+        """Offsets planning skipped because retention deleted them, per partition, since start."""
+        lost: dict[tuple[str, int], int] = {}
+        for source in self.inputs:
+            if isinstance(source, KafkaInputDStream):
+                lost.update(source.planner.lost_offsets())
+        return lost
+
     def source(self, name: str, parse: Callable[[Any], Any] | None = None) -> DStream:
         """The decoded values of the Kafka source configured under `name`.
 

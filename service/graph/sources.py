@@ -12,6 +12,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from connectors.offsets import OffsetRange
+from connectors.reader import ReadPolicy
 from service.graph.dstream import RDD, DStream
 
 if TYPE_CHECKING:
@@ -107,6 +108,9 @@ class KafkaInputDStream(InputDStream):
         self._plans: dict[int, list[OffsetRange]] = {}
         self.params["codec"] = codec
         self.params["subscription"] = subscription
+        # What a read does with undecodable records and deleted offsets; the wiring replaces it
+        # with the one the source's settings ask for.
+        self.read_policy = ReadPolicy(fail_on_data_loss=planner.fail_on_data_loss)
 
     metadata: Any = None
 
@@ -156,7 +160,8 @@ class KafkaInputDStream(InputDStream):
         slices = self.ctx.sc.parallelize([[piece] for piece in pieces], len(pieces))
         counters = self.ctx.input_counters
         codec = self._codec_object or self._codec
-        read = partial(read_partition, self._conf, codec, counters, not self._needs_metadata())
+        values_only = not self._needs_metadata()
+        read = partial(read_partition, self._conf, codec, counters, values_only, self.read_policy)
         rdd = slices.mapPartitions(read)
         if self.ctx.dead_letters_enabled:
             # Two jobs (outputs and dead letters) read this RDD; fetch from Kafka only once.
@@ -193,15 +198,25 @@ def read_partition(
     codec: Any,
     counters: Any,
     values_only: bool,
+    policy: ReadPolicy,
     slices: Iterable[list[OffsetRange]],
 ) -> Iterator[Any]:
-    """Executor side: reads this task's ranges, counting records per partition and failures."""
+    """Executor side: reads this task's ranges, counting records per partition, failures and
+    the offsets skipped because retention deleted them."""
+    from dataclasses import replace
+
     from connectors.reader import SourceRecord, read_range
 
     counts: dict[str, int] = {}
+
+    def note_lost(lost: OffsetRange) -> None:
+        key = lost_counter_key(lost)
+        counts[key] = counts.get(key, 0) + 1
+
+    read_policy = replace(policy, on_lost=note_lost)
     for r in (r for batch in slices for r in batch):
         records = failures = 0
-        for record in read_range(conf, r, codec, values_only=values_only):
+        for record in read_range(conf, r, codec, values_only=values_only, policy=read_policy):
             records += 1
             if type(record) is SourceRecord and record.error is not None:
                 failures += 1
@@ -223,6 +238,20 @@ def input_counter_key(topic: str, partition: int) -> str:
 
 def decode_error_counter_key(topic: str) -> str:
     return f"decode\t{topic}"
+
+
+def lost_counter_key(lost: OffsetRange) -> str:
+    """Names a run of offsets a read skipped (deleted by retention). The range is in the key, not
+    the count, because a source RDD read by several jobs reports the same run more than once."""
+    return f"lost\t{lost.topic}\t{lost.partition}\t{lost.from_offset}\t{lost.until_offset}"
+
+
+def parse_lost_counter_key(key: str) -> OffsetRange | None:
+    """The skipped run of offsets a `lost_counter_key` names, else None."""
+    parts = key.split("\t")
+    if len(parts) != 5 or parts[0] != "lost":
+        return None
+    return OffsetRange(parts[1], int(parts[2]), int(parts[3]), int(parts[4]))
 
 
 def parse_input_counter_key(key: str) -> tuple[str, int] | None:

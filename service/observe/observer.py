@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from service.config.settings import BackpressureSettings, Settings
 from service.driver.lifecycle import BatchOutcome, BatchPlan
 from service.driver.wiring import DEAD_LETTER_SUFFIX
-from service.graph.sources import parse_input_counter_key
+from service.graph.sources import parse_input_counter_key, parse_lost_counter_key
 from service.observe import logs
 from service.observe.backpressure import PidGains, RateController
 from service.observe.metrics import Metrics
@@ -53,6 +53,9 @@ class Observer:
         self._ready_pending = False
         # Set once the job's graph is built, which happens after the HTTP endpoint is up.
         self.lag_source: LagSource | None = None
+        # Offsets planning skipped (retention), per partition since start; see `_record_lost`.
+        self.lost_source: LagSource | None = None
+        self._lost_seen: dict[tuple[str, int], int] = {}
         self._delays: dict[int, float] = {}
         self._started: dict[int, float] = {}
         self.dead_letter_topic = dead_letter_topic
@@ -174,6 +177,7 @@ class Observer:
         for key, count in outcome.counters.items():
             if key.startswith("decode\t"):
                 m.add_decode_errors(key.split("\t", 1)[1], count)
+        self._record_lost(outcome)
         if self.lag_source is not None:
             try:
                 lags = self.lag_source()
@@ -182,6 +186,19 @@ class Observer:
                 lags = {}
             for (topic, partition), lag in lags.items():
                 m.set_consumer_lag(topic, partition, lag)
+
+    def _record_lost(self, outcome: BatchOutcome) -> None:
+        """`dstreams_lost_offsets_total`: offsets skipped when planning (the planner's running
+        totals, counted by their growth) and when a replay read them (runs in the counters)."""
+        lost = [parse_lost_counter_key(key) for key in outcome.counters]
+        for r in (r for r in lost if r is not None):
+            self.metrics.add_lost_offsets(r.topic, r.partition, r.count)
+        totals = self.lost_source() if self.lost_source is not None else {}
+        for (topic, partition), total in totals.items():
+            grown = total - self._lost_seen.get((topic, partition), 0)
+            if grown > 0:
+                self.metrics.add_lost_offsets(topic, partition, grown)
+            self._lost_seen[(topic, partition)] = total
 
 
 def make_observer(
