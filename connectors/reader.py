@@ -167,6 +167,8 @@ def read_range(
     codec = resolve_codec(codec_name)
     if r.count == 0:
         return
+    if getattr(codec, "key_codec", None) is not None:
+        values_only = False  # decoded keys travel in whole records
     key = conf_key(conf)
     consumer = _CACHE.get(key, lambda: _new_consumer(conf))
     progress = _Progress(r, stall_timeout_s, policy)
@@ -217,10 +219,14 @@ class _Progress:
 
 def _fetch(consumer: Any, progress: _Progress, codec: Codec, values_only: bool) -> Iterator[Any]:
     r = progress.range
+    key_codec: Codec | None = getattr(codec, "key_codec", None)
     _assign(consumer, r, r.from_offset)
     while not progress.done:
         messages = _next_messages(consumer, progress)
-        yield from _decode_batch(messages, progress, codec, values_only)
+        records = _decode_batch(messages, progress, codec, values_only)
+        if key_codec is not None:
+            records = _decode_keys(records, messages, progress, key_codec)
+        yield from records
         if progress.offsets_gone:
             _skip_deleted(consumer, progress)
         elif not progress.done:
@@ -329,6 +335,24 @@ def _decode_batch(
             break
     progress.advance(next_offset)
     return records
+
+
+def _decode_keys(
+    records: list[Any], messages: list[Any], progress: _Progress, key_codec: Codec
+) -> list[Any]:
+    """Good records with their keys decoded; a key that fails makes its record fail (outside the
+    hot loop: only sources that decode keys pay for it)."""
+    by_offset = {m.offset(): m for m in messages if m.error() is None}
+    decoded: list[Any] = []
+    for record in records:
+        if record.error is None:
+            try:
+                record = record._replace(key=key_codec(record.key))
+            except DecodeError as exc:
+                message = by_offset[record.offset]
+                record = _undecodable(message, record.offset, progress, f"key: {exc.reason}")
+        decoded.append(record)
+    return decoded
 
 
 def _after_event(message: Any, progress: _Progress, next_offset: int) -> int:

@@ -47,6 +47,9 @@ def make_kafka_source(settings: Settings, ctx: StreamingContext, name: str) -> K
     # Without a dead-letter topic an undecodable record would vanish; only an explicit
     # `on_decode_error: skip` lets it (docs/architecture.md, "No silent loss").
     no_dead_letters = settings.dead_letter.topic is None
+    codec = source.decoder(settings.schema_registry)
+    if not isinstance(codec, str):
+        stream.decode_with(codec)
     stream.read_policy = ReadPolicy(
         fail_on_decode_error=no_dead_letters and source.on_decode_error == "fail",
         fail_on_data_loss=source.fail_on_data_loss,
@@ -61,7 +64,7 @@ def make_sink(settings: Settings, name: str) -> Sink:
         known = ", ".join(sorted(settings.sinks)) or "none"
         msg = f"the job writes output {name!r}, but sinks.{name} is not configured (known: {known})"
         raise ConfigError(msg)
-    return sink.build(settings.kafka, settings.default_partitions)
+    return sink.build(settings.kafka, settings.default_partitions, settings.schema_registry)
 
 
 def add_dead_letter_outputs(settings: Settings, ctx: StreamingContext) -> None:

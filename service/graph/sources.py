@@ -168,12 +168,16 @@ class KafkaInputDStream(InputDStream):
             rdd = rdd.cache()
         return rdd
 
+    def decode_with(self, codec: Any) -> None:
+        """Decodes with a codec object (Avro, keys) instead of the codec named at construction."""
+        self._codec_object = codec
+
     def parse_with(self, function: Any) -> None:
         """Applies `function` to each decoded value while reading; a value it raises on becomes a
         dead letter (with its original bytes) instead of failing the batch."""
         from connectors.codecs import ParsingCodec
 
-        self._codec_object = ParsingCodec(self._codec, function)
+        self._codec_object = ParsingCodec(self._codec_object or self._codec, function)
         self.params["parse"] = f"{function.__module__}.{function.__qualname__}"
 
     _codec_object: Any = None
