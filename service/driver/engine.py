@@ -108,6 +108,7 @@ class Service:
         settings = self.settings
         self.ctx = build_context(settings)
         self.observer.lag_source = self.ctx.consumer_lag
+        self.observer.lost_source = self.ctx.lost_offsets
         journal = wiring.make_journal(settings)
         # A damaged journal or a changed graph is refused now, in about a second, not after
         # Spark has started; recovery checks again under the new epoch.
