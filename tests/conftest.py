@@ -51,6 +51,7 @@ _TIER_OF_FOLDER = {
     "kafka": "kafka",
     "postgres": "postgres",
     "chaos": "chaos",
+    "containers": "containers",
 }
 
 
@@ -72,21 +73,37 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     _SECONDS_BY_TIER[tier] = _SECONDS_BY_TIER.get(tier, 0.0) + report.duration
 
 
+# The Kafka backend the session's `kafka_bootstrap` ran on, for the summary line.
+_KAFKA_BACKEND: list[str] = []
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     """One line of time per tier: the chaos tier's budget is watched from CI's output."""
     if _SECONDS_BY_TIER:
         spent = ", ".join(f"{tier} {seconds:.0f}s" for tier, seconds in _SECONDS_BY_TIER.items())
-        terminalreporter.write_line(f"time per tier: {spent}")
+        backend = f" (Kafka backend: {_KAFKA_BACKEND[0]})" if _KAFKA_BACKEND else ""
+        terminalreporter.write_line(f"time per tier: {spent}{backend}")
 
 
 # --- Kafka (see service/dev/kafka_cluster.py) -------------------------------------------------
 
 
 @pytest.fixture(scope="session")
-def kafka_bootstrap() -> Iterator[str]:
-    """Bootstrap servers of a 1-broker Kafka for the session: external, Testcontainers or local."""
-    from service.dev.brokers import kafka_endpoint
+def kafka_bootstrap(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Bootstrap servers of a 1-broker Kafka for the session: external, Testcontainers or local.
 
+    On Testcontainers it is the session's one broker container (`kafka_on_docker`), which the
+    container tier's tests also reach from their own containers.
+    """
+    from service.dev.brokers import announce, kafka_backend, kafka_endpoint
+
+    backend = kafka_backend(brokers=1)
+    _KAFKA_BACKEND[:] = [backend]
+    if backend == "testcontainers":
+        kafka = request.getfixturevalue("kafka_on_docker")
+        announce(f"Testcontainers {kafka.image} (KRaft) at {kafka.bootstrap}")
+        yield kafka.bootstrap
+        return
     with kafka_endpoint(brokers=1) as bootstrap:
         yield bootstrap
 
@@ -108,6 +125,29 @@ def make_topic() -> Any:
     from service.dev.brokers import create_topic
 
     return create_topic
+
+
+# --- Docker (see service/dev/docker_engine.py and service/dev/images.py) ----------------------
+
+
+@pytest.fixture(scope="session")
+def docker_engine() -> Iterator[Any]:
+    """A Docker engine for the session (`DockerEngine`): the one that answers, else a private one
+    started here and stopped at the end. DOCKER_HOST names it while the session runs."""
+    from service.dev.docker_engine import docker_engine as engine_for_session
+    from service.dev.docker_engine import engine_environment
+
+    with engine_for_session() as engine, engine_environment(engine):
+        yield engine
+
+
+@pytest.fixture(scope="session")
+def kafka_on_docker(docker_engine: Any) -> Iterator[Any]:
+    """The session's one Testcontainers broker on the local Kafka image (`KafkaOnDocker`)."""
+    from service.dev.kafka_container import kafka_on_docker as start_kafka
+
+    with start_kafka(docker_engine) as kafka:
+        yield kafka
 
 
 # --- PostgreSQL (see service/dev/postgres_server.py) ------------------------------------------
