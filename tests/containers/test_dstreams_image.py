@@ -32,7 +32,6 @@ import yaml
 from service import testing
 from service.dev.brokers import create_topic
 from service.dev.docker_engine import docker_client
-from service.dev.images import ImageBuilder
 from service.graph.functions import words_of
 from service.journal.base import JournalState
 from service.journal.file import FileJournal
@@ -55,17 +54,6 @@ READY_TIMEOUT_S = 240.0
 DRAIN_TIMEOUT_S = 240.0
 # The chart's terminationGracePeriodSeconds: SIGTERM, then SIGKILL after this long.
 GRACE_S = 120
-
-
-@pytest.fixture(scope="module")
-def dstreams_image(docker_engine: Any) -> str:
-    """The project's image in the session's engine, built when its content changed."""
-    client = docker_client(docker_engine.docker_host)
-    try:
-        builder = ImageBuilder.for_engine(client, docker_engine, print)
-        return builder.dstreams_image()
-    finally:
-        client.close()
 
 
 @dataclass
