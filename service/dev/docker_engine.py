@@ -335,7 +335,7 @@ def _start_dockerd(layout: EngineLayout, dockerd: str) -> None:
     # it the data root): stop it first, or the new dockerd refuses to start.
     stop_private_engine(layout)
     layout.config_file.write_text("{}\n")
-    with layout.log.open("ab") as log:
+    with layout.log.open("wb") as log:  # one start per log: it stays small
         process = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
             layout.dockerd_argv(dockerd),
             stdin=subprocess.DEVNULL,

@@ -133,6 +133,13 @@ def kafka_image_name(digest: str, kafka_version: str = KAFKA_VERSION) -> str:
     return f"dstreams-local/kafka-{kafka_version}-{digest[:12]}:{line}"
 
 
+def base_image_name(mirror: str) -> tuple[str, str]:
+    """The local base's tag and content hash: from its script, suite, mirror and packages."""
+    salt = [DEBIAN_SUITE, mirror, *BASE_PACKAGES]
+    digest = content_hash({"debian-rootfs.sh": ROOTFS_SCRIPT}, {}, salt)
+    return f"dstreams-local/debian:{DEBIAN_SUITE}-{digest[:12]}", digest
+
+
 def dockerignore_context(root: Path = REPO_ROOT) -> Context:
     """The files `docker build` would send from `root`, following its .dockerignore."""
     exclude_paths = docker_sdk().utils.build.exclude_paths
@@ -179,9 +186,7 @@ class ImageBuilder:
         if self.bases == "public":
             return None
         mirror = os.environ.get(MIRROR_ENV, "").strip() or DEFAULT_MIRROR
-        salt = [DEBIAN_SUITE, mirror, *BASE_PACKAGES]
-        digest = content_hash({"debian-rootfs.sh": ROOTFS_SCRIPT}, {}, salt)
-        tag = f"dstreams-local/debian:{DEBIAN_SUITE}-{digest[:12]}"
+        tag, digest = base_image_name(mirror)
         with self._locked("base"):
             if not self._exists(tag):
                 self._import_rootfs(tag, digest, mirror)

@@ -17,8 +17,12 @@ from pathlib import Path
 import pytest
 
 from service.dev.images import (
+    DEFAULT_MIRROR,
     KAFKA_IMAGE_DIR,
+    Bases,
+    ImageBuilder,
     ImageBuildError,
+    base_image_name,
     bases_from,
     content_hash,
     dockerignore_context,
@@ -141,3 +145,89 @@ def test_configure_survives_the_edits_the_testcontainers_script_makes() -> None:
     assert "KAFKA_ZOOKEEPER_CONNECT" not in script
     assert script.endswith("\n")
     assert not re.search(r"^\s*exit\b", script, re.MULTILINE)
+
+
+# --- What is sent to the engine, per kind of base ---------------------------------------------
+
+
+class FakeImage:
+    def __init__(self, client: FakeClient, image_id: str) -> None:
+        self.client, self.id = client, image_id
+
+    def tag(self, repository: str, tag: str) -> None:
+        self.client.tags[f"{repository}:{tag}"] = self.id
+
+
+class FakeClient:
+    """The few docker-py calls the builder makes, recorded; builds succeed at once."""
+
+    def __init__(self, tags: dict[str, str]) -> None:
+        self.tags = dict(tags)
+        self.builds: list[dict[str, object]] = []
+        self.images = self
+        self.api = self
+
+    def get(self, tag: str) -> FakeImage:
+        from service.dev.docker_engine import docker_sdk
+
+        if tag not in self.tags:
+            raise docker_sdk().errors.ImageNotFound(tag)
+        return FakeImage(self, self.tags[tag])
+
+    def build(self, fileobj: io.BufferedIOBase, **options: object) -> list[dict[str, str]]:
+        with tarfile.open(fileobj=fileobj) as tar:
+            options["files"] = sorted(tar.getnames())
+        self.builds.append(options)
+        self.tags[str(options["tag"])] = f"sha256:{len(self.builds)}"
+        return [{"stream": "Successfully built\n"}]
+
+    def list(self, filters: dict[str, str]) -> list[FakeImage]:
+        return []
+
+    def prune(self, filters: dict[str, object]) -> None:
+        self.builds.append({"pruned": filters})
+
+
+@pytest.fixture
+def fake_jars(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    jar = tmp_path / f"kafka_2.13-{KAFKA_VERSION}.jar"
+    jar.write_bytes(b"jar")
+    monkeypatch.setattr("service.dev.images.kafka_classpath", lambda: [str(jar)])
+
+
+def builder(client: FakeClient, bases: Bases, tmp_path: Path, prune: bool = False) -> ImageBuilder:
+    return ImageBuilder(client, bases, tmp_path / "cache", lambda line: None, prune)
+
+
+def test_public_bases_build_from_the_dockerfile_defaults_with_network(
+    tmp_path: Path, fake_jars: None
+) -> None:
+    client = FakeClient({})
+    image = builder(client, "public", tmp_path)
+    name = image.kafka_image()
+    tag = image.dstreams_image()
+    kafka, dstreams = client.builds
+    assert kafka["tag"] == name
+    assert kafka["buildargs"] == {"KAFKA_VERSION": KAFKA_VERSION}, "no BASE_IMAGE: the default"
+    assert kafka["network_mode"] is None
+    assert {"Dockerfile", "docker/configure", f"libs/kafka_2.13-{KAFKA_VERSION}.jar"} <= set(
+        kafka["files"]
+    )
+    assert dstreams["buildargs"] == {}, "python:3.11-slim-bookworm, pip from PyPI"
+    assert dstreams["network_mode"] is None
+    assert not [f for f in dstreams["files"] if f.startswith("wheelhouse/")]
+    assert client.tags["dstreams:0.1.0"] == client.tags[tag]
+
+
+def test_local_bases_build_on_the_local_base_with_no_network(
+    tmp_path: Path, fake_jars: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("DSTREAMS_DEBIAN_MIRROR", raising=False)
+    base, _ = base_image_name(DEFAULT_MIRROR)
+    client = FakeClient({base: "sha256:base"})
+    image = builder(client, "local", tmp_path, prune=True)
+    image.kafka_image()
+    kafka, pruned = client.builds
+    assert kafka["buildargs"] == {"KAFKA_VERSION": KAFKA_VERSION, "BASE_IMAGE": base}
+    assert kafka["network_mode"] == "none"
+    assert pruned == {"pruned": {"dangling": True}}, "the private engine drops the leftovers"
