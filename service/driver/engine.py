@@ -18,6 +18,7 @@ from typing import Any
 from connectors.offsets import OffsetRange
 from service.driver.lifecycle import BatchLifecycle
 from service.driver.recovery import JournalLog, check_before_start, recover
+from service.driver.replication import check_replication
 from service.driver.scheduler import Scheduler
 from service.driver.spark import create_spark_context
 from service.errors import ConfigError, FencedOut
@@ -113,6 +114,7 @@ class Service:
         self.observer.lag_source = self.ctx.consumer_lag
         self.observer.dead_letter_topic = settings.dead_letter.topic
         journal = wiring.make_journal(settings)
+        check_replication(settings, self.ctx, self.observer.metrics)
         # A damaged journal or a changed graph is refused now, in about a second, not after
         # Spark has started; recovery checks again under the new epoch.
         check_before_start(journal, self.ctx)
