@@ -41,6 +41,9 @@ log = logging.getLogger(__name__)
 PREFIX = "/ingest/"
 _STATUS_OF = {"written": 200, "duplicate": 200, "unavailable": 503, "in_progress": 409}
 _STATUS_OF["mismatch"] = 422
+# Refused bodies up to this many times the limit are read and dropped, so the client sees the
+# 413; larger ones close the connection (the client may only see it broken).
+_DRAIN_FACTOR = 4
 
 
 class Writer(Protocol):
@@ -150,6 +153,8 @@ class IngestRoutes:
                 raise RequestRejected(411, "a Content-Length header is required")
             raise RequestRejected(400, "Content-Length is not a number")
         if length > self.limits.max_request_bytes:
+            if length <= _DRAIN_FACTOR * self.limits.max_request_bytes:
+                _discard(request, length)
             msg = f"the body is {length} bytes; at most {self.limits.max_request_bytes} accepted"
             raise RequestRejected(413, msg)
         body = request.read_body(length)
@@ -177,6 +182,17 @@ class IngestRoutes:
         with self._count_lock:
             self._in_flight += step
             self.metrics.set_in_flight(self._in_flight)
+
+
+def _discard(request: Request, length: int) -> None:
+    """Read a refused body in small pieces, so a client that sends it all before reading the
+    answer (most do) gets the 413 instead of a broken connection."""
+    left = length
+    while left > 0:
+        piece = request.read_body(min(left, 64 << 10))
+        if not piece:
+            return
+        left -= len(piece)
 
 
 def _outcome_of(status: int) -> str:
