@@ -28,6 +28,8 @@ log = logging.getLogger(__name__)
 # to answer them at start-up is unavailable.
 DESCRIBE_TIMEOUT_S = 30.0
 MIN_INSYNC = "min.insync.replicas"
+# One broker's answer about its own settings; a broker that does not answer within this is skipped.
+_BROKER_TRY_S = 5.0
 
 # Called once per checked topic: (topic, role, below the minimum).
 Report = Callable[[str, str, bool], None]
@@ -115,17 +117,25 @@ def broker_min_insync(admin: Any, timeout_s: float = DESCRIBE_TIMEOUT_S) -> int:
 
 
 def broker_setting(admin: Any, name: str, timeout_s: float = DESCRIBE_TIMEOUT_S) -> int:
-    """The lowest value of the integer broker setting `name` among the cluster's brokers, e.g.
-    `default.replication.factor` (what a topic created with replication factor -1 gets)."""
+    """The lowest value of the integer broker setting `name` among the brokers that answer, e.g.
+    `default.replication.factor` (what a topic created with replication factor -1 gets).
+
+    A broker that has just died is still listed for a few seconds; it is skipped."""
     from confluent_kafka.admin import ConfigResource, ResourceType
 
-    values = []
+    values, failures = [], []
     for broker in sorted(admin.list_topics(timeout=timeout_s).brokers):
         # One BROKER resource per request: librdkafka refuses several in one.
         resource = ConfigResource(ResourceType.BROKER, str(broker))
-        future = admin.describe_configs([resource], request_timeout=timeout_s)[resource]
-        values.append(int(future.result(timeout_s)[name].value))
-    return min(values, default=1)
+        future = admin.describe_configs([resource], request_timeout=_BROKER_TRY_S)[resource]
+        try:
+            values.append(int(future.result(_BROKER_TRY_S)[name].value))
+        except Exception as error:  # this broker is down or slow; another one will do
+            failures.append(f"broker {broker}: {type(error).__name__}: {error}")
+    if not values:
+        msg = f"no broker answered for {name} ({'; '.join(failures) or 'no brokers listed'})"
+        raise RuntimeError(msg)
+    return min(values)
 
 
 def matching_topics(admin: Any, pattern: str, timeout_s: float = DESCRIBE_TIMEOUT_S) -> list[str]:
@@ -226,12 +236,13 @@ def enforce(
     except Exception as error:  # any client failure: the check could not be made
         if required:
             msg = (
-                f"could not describe the topics' replication ({error}); expected the brokers at "
+                f"could not describe the topics' replication ({type(error).__name__}: {error}); "
+                f"expected the brokers at "
                 f"{bootstrap} to answer within {DESCRIBE_TIMEOUT_S:.0f}s. Check the brokers, or "
                 "set kafka.require_replication: false to start without the check."
             )
             raise ReplicationInsufficient(msg) from error
-        log.warning("could not check the topics' replication: %s", error)
+        log.warning("could not check the topics' replication: %s: %s", type(error).__name__, error)
         return []
     short = shortfalls(uses, found, requirement, default_min_insync, bootstrap)
     _report_all(uses, found, short, report)

@@ -162,9 +162,9 @@ class IngestService:
 
     def _topic_uses(self, admin: Any) -> list[TopicUse]:
         uses = [TopicUse(t, "input", f"ingest source {s}") for s, t in sorted(self.topics.items())]
-        factor = self.ingest.replication_factor or broker_setting(
-            admin, "default.replication.factor"
-        )
+        factor = self.ingest.replication_factor
+        if factor is None and self.keys_topic not in admin.list_topics(timeout=30).topics:
+            factor = broker_setting(admin, "default.replication.factor")
         uses.append(
             TopicUse(
                 self.keys_topic,
