@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 import threading
 import time
 import uuid
@@ -36,7 +37,7 @@ def default_keys_topic(app_id: str) -> str:
     return f"dstreams.ingest-keys.{app_id}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class KeyEntry:
     """The first acknowledged use of an idempotency key."""
 
@@ -46,7 +47,13 @@ class KeyEntry:
     at_ms: int
 
     def encode(self) -> bytes:
-        document = {"v": KEY_RECORD_VERSION, **self.__dict__}
+        document = {
+            "v": KEY_RECORD_VERSION,
+            "source": self.source,
+            "fingerprint": self.fingerprint,
+            "records": self.records,
+            "at_ms": self.at_ms,
+        }
         return json.dumps(document, separators=(",", ":")).encode()
 
     @classmethod
@@ -56,7 +63,7 @@ class KeyEntry:
             msg = f"keys record of version {document.get('v')!r}; expected {KEY_RECORD_VERSION}"
             raise ValueError(msg)
         return cls(
-            str(document["source"]),
+            sys.intern(str(document["source"])),  # a few sources shared by many keys
             str(document["fingerprint"]),
             int(document["records"]),
             int(document["at_ms"]),

@@ -88,6 +88,8 @@ class _Server(ThreadingHTTPServer):
     """Carries the router to the handlers; request threads never block shutdown."""
 
     daemon_threads = True
+    # socketserver's default backlog of 5 resets connections when many clients connect at once.
+    request_queue_size = 128
     router: Router
     # The server's log name for failed requests.
     label: str

@@ -210,3 +210,31 @@ def test_probes_follow_the_writer(endpoint: Endpoint) -> None:
     assert endpoint.get("/readyz")[0] == 503
     endpoint.writer.fenced = True
     assert endpoint.get("/healthz") == (503, "fenced\n")
+
+
+def test_ingest_metrics_are_exposed_with_their_types(endpoint: Endpoint) -> None:
+    endpoint.post("/ingest/lines", b"1\n2\n")
+    families = {
+        family.name: family.type
+        for family in text_string_to_metric_families(endpoint.get("/metrics")[1])
+        if not family.name.endswith("_created")
+    }
+    assert families == {
+        "dstreams_ingest_requests": "counter",
+        "dstreams_ingest_records": "counter",
+        "dstreams_ingest_duplicates_suppressed": "counter",
+        "dstreams_ingest_ack_seconds": "histogram",
+        "dstreams_ingest_in_flight_requests": "gauge",
+        "dstreams_ingest_ready": "gauge",
+        "dstreams_ingest_idempotency_keys": "gauge",
+        "dstreams_topic_under_replicated": "gauge",
+        "dstreams_build_info": "gauge",
+    }
+    body = endpoint.get("/metrics")[1]
+    assert 'dstreams_ingest_records_total{source="lines"} 2.0' in body
+    assert "dstreams_ingest_ack_seconds_count 1.0" in body
+
+
+def test_an_unknown_outcome_is_refused_by_the_metrics() -> None:
+    with pytest.raises(ValueError, match="not one of"):
+        IngestMetrics(["lines"], process_metrics=False).answered("lines", "maybe")
