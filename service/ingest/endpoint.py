@@ -52,7 +52,8 @@ class Writer(Protocol):
     @property
     def ready(self) -> bool: ...
 
-    fenced: bool
+    @property
+    def healthy(self) -> bool: ...
 
     def submit(self, request: IngestRequest) -> Future[Answer]: ...
 
@@ -93,8 +94,9 @@ class IngestRoutes:
         if request.path == "/metrics":
             return metrics_reply(self.metrics.registry, request.headers.get("Accept", ""))
         if request.path == "/healthz":
-            healthy = not self.writer.fenced
-            return text_reply(200 if healthy else 503, "ok\n" if healthy else "fenced\n")
+            healthy = self.writer.healthy
+            why = "ok\n" if healthy else "the writer is fenced or has stopped; restart\n"
+            return text_reply(200 if healthy else 503, why)
         if request.path == "/readyz":
             ready = self.writer.ready
             return text_reply(200 if ready else 503, "ready\n" if ready else "not ready\n")

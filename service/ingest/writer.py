@@ -147,6 +147,11 @@ class IngestWriter:
         """True while requests are taken (the producer is initialised, the keys are known)."""
         return self._producer is not None and not self._stopping
 
+    @property
+    def healthy(self) -> bool:
+        """False once fenced or once the thread has ended (then only a restart helps)."""
+        return not self.fenced and (self._thread.is_alive() or self._stopping)
+
     def start(self) -> None:
         self._thread.start()
 
@@ -267,6 +272,10 @@ class IngestWriter:
                 self._produce(self.keys_topic, key.encode(), entry.encode(), (), group.deadline)
             self._commit(group.deadline)
         except (KafkaException, _Expired) as failure:
+            self._after_failure(group, failure)
+            return
+        except Exception as failure:  # not a Kafka outcome, but the group is lost all the same
+            log.exception("ingest transaction failed unexpectedly")
             self._after_failure(group, failure)
             return
         self._acknowledge(group, entries)

@@ -20,7 +20,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from connectors.watermarks import end_offsets
 from service.config.settings import Settings
 from service.dev.ingest_client import IngestClient
-from service.ingest.app import IngestService
+from service.ingest.app import IngestService, ingest_alongside
 from service.ingest.writer import KEY_HEADER
 
 PARTITIONS = 2
@@ -219,3 +219,20 @@ def test_refused_requests_write_nothing(
     assert high_watermarks(kafka_bootstrap, running.topic) == before
     # The key of a refused request stays free for the corrected one.
     assert running.client.post("events", good, key="bad-1").status == 200
+
+
+def test_dstreams_run_serves_the_endpoint_only_when_enabled(
+    kafka_bootstrap: str, make_topic: Callable[..., str], unique_name: str
+) -> None:
+    topic = make_topic(kafka_bootstrap, unique_name, partitions=PARTITIONS)
+    app_id = unique_name.replace("_", "-")[:40]
+    with ingest_alongside(settings_for(kafka_bootstrap, topic, app_id)) as absent:
+        assert absent is None
+    enabled = settings_for(kafka_bootstrap, topic, app_id, enabled=True)
+    with ingest_alongside(enabled) as service:
+        assert service is not None and service.server is not None
+        client = IngestClient("127.0.0.1", service.server.port)
+        reply = client.send_until_acknowledged("events", lines({"id": 1}), "k", deadline_s=60)
+        client.close()
+    assert reply.body == {"records": 1, "duplicate": False}
+    assert service.writer is not None and not service.writer.ready  # stopped with the block

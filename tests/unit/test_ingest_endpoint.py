@@ -34,7 +34,7 @@ class ScriptedWriter:
     hold: threading.Event | None = None
     received: list[IngestRequest] = field(default_factory=list)
     ready: bool = True
-    fenced: bool = False
+    healthy: bool = True
 
     def submit(self, request: IngestRequest) -> Future[Answer]:
         self.received.append(request)
@@ -208,8 +208,9 @@ def test_probes_follow_the_writer(endpoint: Endpoint) -> None:
     assert endpoint.get("/readyz")[0] == 200 and endpoint.get("/healthz")[0] == 200
     endpoint.writer.ready = False
     assert endpoint.get("/readyz")[0] == 503
-    endpoint.writer.fenced = True
-    assert endpoint.get("/healthz") == (503, "fenced\n")
+    endpoint.writer.healthy = False
+    status, text = endpoint.get("/healthz")
+    assert status == 503 and "fenced or has stopped" in text
 
 
 def test_ingest_metrics_are_exposed_with_their_types(endpoint: Endpoint) -> None:

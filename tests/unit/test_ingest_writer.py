@@ -206,7 +206,7 @@ def test_fencing_stops_the_writer(harness: Harness) -> None:
     producer.commit_errors = [kafka_error(KafkaError._FENCED, fatal=True)]
     answer = harness.send("k1", [b"a"])
     assert answer.outcome == "unavailable" and "fenced" in answer.detail
-    assert harness.writer.fenced
+    assert harness.writer.fenced and not harness.writer.healthy
     assert harness.send("k2", [b"b"]).outcome == "unavailable"
 
 
