@@ -193,22 +193,31 @@ def read_keys(conf: dict[str, str], topic: str, ledger: KeyLedger, start: int) -
 def _consume_until(consumer: Any, topic: str, end: int, ledger: KeyLedger) -> None:
     from confluent_kafka import KafkaError
 
+    # However many keys there are, reading stops only when it stops making progress.
     deadline = time.monotonic() + TIMEOUT_S
     while time.monotonic() < deadline:
-        message = consumer.poll(0.5)
-        if message is None:
-            continue
-        error = message.error()
-        if error is not None:
-            if error.code() == KafkaError._PARTITION_EOF:  # noqa: SLF001 - librdkafka's name
+        messages = consumer.consume(10_000, 0.5)
+        if messages:
+            deadline = time.monotonic() + TIMEOUT_S
+        for message in messages:
+            error = message.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:  # noqa: SLF001 - librdkafka's name
+                    return
+                msg = f"reading the idempotency keys topic {topic!r} failed: {error.str()}"
+                raise IngestError(msg)
+            _remember(ledger, topic, message)
+            if message.offset() + 1 >= end:
                 return
-            msg = f"reading the idempotency keys topic {topic!r} failed: {error.str()}"
-            raise IngestError(msg)
-        try:
-            ledger.add(message.key().decode(), KeyEntry.decode(message.value()))
-        except (ValueError, KeyError, AttributeError) as exc:
-            log.warning("keys topic %s offset %d: skipped (%s)", topic, message.offset(), exc)
-        if message.offset() + 1 >= end:
-            return
-    msg = f"could not read the idempotency keys topic {topic!r} to offset {end} in {TIMEOUT_S:.0f}s"
+    msg = (
+        f"reading the idempotency keys topic {topic!r} made no progress for {TIMEOUT_S:.0f}s "
+        f"before offset {end}; check its leader"
+    )
     raise IngestError(msg)
+
+
+def _remember(ledger: KeyLedger, topic: str, message: Any) -> None:
+    try:
+        ledger.add(message.key().decode(), KeyEntry.decode(message.value()))
+    except (ValueError, KeyError, AttributeError) as exc:
+        log.warning("keys topic %s offset %d: skipped (%s)", topic, message.offset(), exc)
