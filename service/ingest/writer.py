@@ -7,7 +7,8 @@ arrived meanwhile. For each group:
 
 1. begin a transaction;
 2. produce every record of every request, each with the header ``dstreams.idempotency-key``
-   when the request has a key;
+   when the request has a key; requests arriving before the transaction's first record is
+   acknowledged join it (that wait is mostly the broker finishing the previous transaction);
 3. produce one keys-topic record per request with an idempotency key (`service.ingest.keys`);
 4. commit: once it returns, every record is on the in-sync replicas (``min.insync.replicas``);
 5. remember the keys, then answer each request *written*.
@@ -246,6 +247,13 @@ class IngestWriter:
         with self._lock:
             if not self._queue:
                 self._lock.wait(_IDLE_WAIT_S)
+        self._take_queued(group)
+        return group
+
+    def _take_queued(self, group: _Group) -> list[_Pending]:
+        """Move waiting requests into `group`, within its limits; returns those moved."""
+        taken = []
+        with self._lock:
             while (
                 self._queue and group.records < MAX_GROUP_RECORDS and group.size < MAX_GROUP_BYTES
             ):
@@ -253,7 +261,8 @@ class IngestWriter:
                 group.pending.append(pending)
                 group.records += len(pending.request.records)
                 group.size += pending.request.size
-        return group
+                taken.append(pending)
+        return taken
 
     # --- one transaction ----------------------------------------------------------------------
 
@@ -261,13 +270,11 @@ class IngestWriter:
         from confluent_kafka import KafkaException
 
         entries: dict[str, KeyEntry] = {}
+        first_ack = threading.Event()
         try:
             self._producer.begin_transaction()
-            for pending in group.pending:
-                self._produce_request(pending.request, group.deadline)
-                entry = self._key_entry(pending.request)
-                if entry is not None:
-                    entries[str(pending.request.key)] = entry
+            self._produce_requests(group.pending, entries, group.deadline, first_ack)
+            self._take_late_arrivals(group, entries, first_ack)
             for key, entry in entries.items():
                 self._produce(self.keys_topic, key.encode(), entry.encode(), (), group.deadline)
             self._commit(group.deadline)
@@ -280,10 +287,42 @@ class IngestWriter:
             return
         self._acknowledge(group, entries)
 
-    def _produce_request(self, request: IngestRequest, deadline: float) -> None:
+    def _produce_requests(
+        self,
+        pending: list[_Pending],
+        entries: dict[str, KeyEntry],
+        deadline: float,
+        first_ack: threading.Event | None = None,
+    ) -> None:
+        for index, item in enumerate(pending):
+            report = first_ack if index == 0 else None
+            self._produce_request(item.request, deadline, report)
+            entry = self._key_entry(item.request)
+            if entry is not None:
+                entries[str(item.request.key)] = entry
+
+    def _take_late_arrivals(
+        self, group: _Group, entries: dict[str, KeyEntry], first_ack: threading.Event
+    ) -> None:
+        """Until the transaction's first record is acknowledged, requests that arrive join it.
+
+        The first acknowledgement waits for the broker to add the partitions to the transaction,
+        which waits for the previous transaction's markers: most of a transaction's time here.
+        Requests arriving meanwhile cost it nothing, and would otherwise wait a whole round.
+        """
+        while not first_ack.is_set() and time.monotonic() < group.deadline:
+            self._producer.poll(0.002)  # runs the delivery report that sets first_ack
+            late = self._take_queued(group)
+            if late:
+                self._produce_requests(late, entries, group.deadline)
+
+    def _produce_request(
+        self, request: IngestRequest, deadline: float, first_ack: threading.Event | None
+    ) -> None:
         headers = () if request.key is None else ((KEY_HEADER, request.key.encode()),)
-        for record in request.records:
-            self._produce(request.topic, record.key, record.value, headers, deadline)
+        for index, record in enumerate(request.records):
+            report = first_ack if index == 0 else None
+            self._produce(request.topic, record.key, record.value, headers, deadline, report)
 
     def _produce(
         self,
@@ -292,10 +331,14 @@ class IngestWriter:
         value: bytes,
         headers: tuple[tuple[str, bytes], ...],
         deadline: float,
+        delivered: threading.Event | None = None,
     ) -> None:
+        extra: dict[str, Any] = {}
+        if delivered is not None:
+            extra["on_delivery"] = lambda error, message: delivered.set()
         while True:
             try:
-                self._producer.produce(topic, value, key, headers=list(headers))
+                self._producer.produce(topic, value, key, headers=list(headers), **extra)
                 return
             except BufferError:  # the local queue is full: let deliveries drain it
                 if time.monotonic() > deadline:

@@ -6,6 +6,7 @@ each failure shape librdkafka can report is injected to check what the writer do
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -32,6 +33,11 @@ class FakeProducer:
         self.on_abort: Callable[[], None] = lambda: None
         self.initialised = False
         self.aborted = 0
+        self.transactions = 0
+        self.reports: list[Callable[[Any, Any], None]] = []
+        # Delivery reports are served by poll() once this is set (the broker acknowledged).
+        self.acknowledging = threading.Event()
+        self.acknowledging.set()
 
     def init_transactions(self, timeout: float) -> None:
         self.initialised = True
@@ -40,9 +46,18 @@ class FakeProducer:
         assert self.initialised and self.open is None
         self.open = []
 
-    def produce(self, topic: str, value: bytes, key: bytes | None, headers: Any = None) -> None:
+    def produce(
+        self,
+        topic: str,
+        value: bytes,
+        key: bytes | None,
+        headers: Any = None,
+        on_delivery: Callable[[Any, Any], None] | None = None,
+    ) -> None:
         assert self.open is not None
         self.open.append((topic, key, value, headers))
+        if on_delivery is not None:
+            self.reports.append(on_delivery)
 
     def commit_transaction(self, timeout: float) -> None:
         assert self.open is not None
@@ -50,6 +65,7 @@ class FakeProducer:
             raise self.commit_errors.pop(0)
         self.committed += self.open
         self.open = None
+        self.transactions += 1
 
     def abort_transaction(self, timeout: float) -> None:
         self.on_abort()
@@ -65,7 +81,12 @@ class FakeProducer:
         return 0
 
     def poll(self, timeout: float) -> int:
-        return 0
+        if not self.acknowledging.wait(timeout):
+            return 0
+        reports, self.reports = self.reports, []
+        for report in reports:
+            report(None, None)
+        return len(reports)
 
 
 def kafka_error(code: int, **flags: bool) -> KafkaException:
@@ -139,6 +160,20 @@ def test_a_key_reused_for_other_records_is_a_mismatch(harness: Harness) -> None:
     harness.send("k1", [b"a"], fingerprint="one")
     answer = harness.send("k1", [b"b"], fingerprint="two")
     assert answer.outcome == "mismatch" and "different request" in answer.detail
+
+
+def test_requests_arriving_before_the_first_ack_join_the_transaction(harness: Harness) -> None:
+    producer = harness.producers[0]
+    producer.acknowledging.clear()  # the broker has not acknowledged anything yet
+    first = harness.writer.submit(IngestRequest("lines", "t", [Record(None, b"a")], "k1", "f"))
+    time.sleep(0.1)  # the first transaction is open, waiting for its first acknowledgement
+    late = harness.writer.submit(IngestRequest("lines", "t", [Record(None, b"b")], "k2", "f"))
+    time.sleep(0.1)
+    producer.acknowledging.set()
+    assert first.result(10).outcome == "written" and late.result(10).outcome == "written"
+    assert producer.transactions == 1
+    assert sorted(v for t, _, v, _ in producer.committed if t == "t") == [b"a", b"b"]
+    assert harness.ledger.get("k2") is not None
 
 
 def test_requests_without_keys_leave_no_key_record(harness: Harness) -> None:
