@@ -39,8 +39,13 @@ from service.observe.http import Reply, Request, json_reply, metrics_reply, text
 
 log = logging.getLogger(__name__)
 PREFIX = "/ingest/"
-_STATUS_OF = {"written": 200, "duplicate": 200, "unavailable": 503, "in_progress": 409}
-_STATUS_OF["mismatch"] = 422
+_STATUS_OF = {
+    "written": 200,
+    "duplicate": 200,
+    "unavailable": 503,
+    "in_progress": 409,
+    "mismatch": 422,
+}
 # Refused bodies up to this many times the limit are read and dropped, so the client sees the
 # 413; larger ones close the connection (the client may only see it broken).
 _DRAIN_FACTOR = 4
