@@ -65,6 +65,7 @@ demo: venv sysdeps
 
 bench: venv sysdeps
 	$(PY) bench/wordcount_bench.py
+	$(PY) bench/ingest_bench.py
 
 bench-recovery: venv sysdeps
 	$(PY) bench/recovery_bench.py

@@ -40,3 +40,11 @@ class GraphChanged(DStreamsError):
 
 class SinkError(DStreamsError):
     """A sink could not write or commit a batch."""
+
+
+class ReplicationInsufficient(DStreamsError):
+    """A topic is replicated less than `kafka.require_replication` demands; start-up refused."""
+
+
+class IngestError(DStreamsError):
+    """The ingest endpoint cannot serve: a source has no single topic, or its producer failed."""

@@ -82,6 +82,7 @@ __all__ = [
     "FileJournalSettings",
     "FilesSinkSettings",
     "HttpSettings",
+    "IngestSettings",
     "InvalidConfig",
     "JournalSettings",
     "KafkaJournalSettings",
@@ -141,6 +142,14 @@ class KafkaSettings(_Model):
     """Becomes librdkafka's sasl.password."""
     ssl_key_password: SecretStr | None = None
     """Becomes librdkafka's ssl.key.password."""
+    require_replication: bool = False
+    """Refuse to start when a topic dstreams reads, writes or would create has fewer replicas
+    than min_replication_factor or a lower min.insync.replicas than min_insync_replicas; false
+    logs a warning and sets dstreams_topic_under_replicated instead."""
+    min_replication_factor: int = Field(default=3, ge=1)
+    """Fewest replicas each topic should have (checked at start-up)."""
+    min_insync_replicas: int = Field(default=2, ge=1)
+    """Lowest min.insync.replicas each topic should have (checked at start-up)."""
 
     @field_validator("properties")
     @classmethod
@@ -153,6 +162,17 @@ class KafkaSettings(_Model):
         problems += sensitive_keys(properties, "kafka.secret_properties (or kafka.sasl_password)")
         raise_all(problems)
         return properties
+
+    @model_validator(mode="after")
+    def _reachable_minimum(self) -> KafkaSettings:
+        if self.min_insync_replicas > self.min_replication_factor:
+            msg = (
+                f"min_insync_replicas ({self.min_insync_replicas}) exceeds "
+                f"min_replication_factor ({self.min_replication_factor}); a topic that met both "
+                "could never take a write"
+            )
+            raise ValueError(msg)
+        return self
 
     @model_validator(mode="after")
     def _one_place_per_secret(self) -> KafkaSettings:
@@ -637,6 +657,39 @@ class BackpressureSettings(_Model):
     derived: float = Field(default=0.0, ge=0)
 
 
+class IngestSettings(_Model):
+    """The HTTP ingest endpoint (`dstreams ingest`): records in, acknowledged once replicated."""
+
+    enabled: bool = False
+    """Also serve the endpoint inside `dstreams run` (`dstreams ingest` always serves it)."""
+    # All interfaces: in a pod, clients connect from outside.
+    host: str = "0.0.0.0"  # noqa: S104
+    port: int = Field(default=8081, ge=0, le=65535)
+    """0 picks a free port (tests)."""
+    sources: list[Name] = Field(default_factory=list)
+    """Sources that accept records at POST /ingest/<source>; each must read exactly one topic.
+    Empty: every source that reads exactly one topic."""
+    keys_topic: TopicName | None = None
+    """Compacted topic of recent idempotency keys; none means dstreams.ingest-keys.<app_id>."""
+    key_retention_ms: DurationMs = 86_400_000
+    """How long an idempotency key is remembered after its request was acknowledged; a retry
+    later than this is written again."""
+    replication_factor: int | None = Field(default=None, ge=1)
+    """Replication factor of the keys topic if dstreams creates it; none: the brokers' default."""
+    ack_timeout_ms: DurationMs = 15_000
+    """Longest wait for the in-sync replicas to acknowledge a request before it is answered 503."""
+    max_request_bytes: int = Field(default=4 << 20, ge=1)
+    """Larger request bodies are refused with 413."""
+    max_records_per_request: int = Field(default=10_000, ge=1)
+    max_record_bytes: int = Field(default=1_000_000, ge=1)
+    """Largest key plus value of one record; keep it under the topics' max.message.bytes."""
+    max_in_flight_requests: int = Field(default=32, ge=1)
+    """Requests read or awaiting acknowledgement at once; more are answered 503 at once, so
+    memory stays under about this many times max_request_bytes."""
+    linger_ms: int = Field(default=5, ge=0)
+    """librdkafka's linger.ms for the ingest producer."""
+
+
 class Settings(BaseSettings):
     """Everything a dstreams service reads at start-up."""
 
@@ -660,6 +713,7 @@ class Settings(BaseSettings):
     http: HttpSettings = Field(default_factory=HttpSettings)
     logging: LoggingSettings = Field(default_factory=LoggingSettings)
     backpressure: BackpressureSettings = Field(default_factory=BackpressureSettings)
+    ingest: IngestSettings = Field(default_factory=IngestSettings)
     schema_registry: SchemaRegistrySettings | None = None
     """Confluent-API schema registry for Avro in the wire format; none: Avro from .avsc files."""
 
