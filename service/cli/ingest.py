@@ -7,15 +7,11 @@ from pathlib import Path
 
 import click
 
+from service.cli.config import config_option
+
 
 @click.command()
-@click.option(
-    "--config",
-    "config_path",
-    type=click.Path(path_type=Path),
-    envvar="DSTREAMS_CONFIG",
-    help="YAML config file (DSTREAMS_A__B environment variables override it).",
-)
+@config_option
 def ingest(config_path: Path | None) -> None:
     """Serve POST /ingest/<source>: records in, 200 once the in-sync replicas have them.
 

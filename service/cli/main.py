@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from service import __version__
+from service.cli.config import config_option
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -38,13 +39,7 @@ def version() -> None:
 
 
 @cli.command()
-@click.option(
-    "--config",
-    "config_path",
-    type=click.Path(path_type=Path),
-    envvar="DSTREAMS_CONFIG",
-    help="YAML config file (DSTREAMS_A__B environment variables override it).",
-)
+@config_option
 def run(config_path: Path | None) -> None:
     """Run a job as a long-lived service until SIGTERM/SIGINT.
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, TopicPartition
-from connectors.watermarks import end_offsets
+from connectors.kafka_client import end_offsets
 
 from service.config.settings import Settings
 from service.dev.ingest_client import IngestClient
