@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, TopicPartition
-from connectors.kafka_client import end_offsets
 
+from connectors.kafka_client import end_offsets
 from service.config.settings import Settings
 from service.dev.ingest_client import IngestClient
 from service.ingest.app import IngestService, ingest_alongside
