@@ -20,6 +20,7 @@ from service.config.settings import InvalidConfig, Settings, storage_problems
 from service.driver.job_code import prepare_executors
 from service.driver.lifecycle import BatchLifecycle
 from service.driver.recovery import JournalLog, check_before_start, recover
+from service.driver.replication import check_replication
 from service.driver.scheduler import Scheduler
 from service.driver.spark import create_spark_context, driver_address
 from service.errors import ConfigError, FencedOut
@@ -119,7 +120,9 @@ class Service:
             raise InvalidConfig(problems)
         self.ctx = build_context(settings)
         self.observer.lag_source = self.ctx.consumer_lag
+        self.observer.lost_source = self.ctx.lost_offsets
         journal = wiring.make_journal(settings)
+        check_replication(settings, self.ctx, self.observer.metrics)
         # A damaged journal or a changed graph is refused now, in about a second, not after
         # Spark has started; recovery checks again under the new epoch.
         check_before_start(journal, self.ctx)

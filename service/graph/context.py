@@ -11,6 +11,7 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from connectors.reader import ReadPolicy
 from service.errors import ConfigError
 from service.graph.base import Node, OutputOperation
 from service.graph.counters import CountersParam
@@ -91,9 +92,7 @@ class StreamingContext:
         """
         from connectors.planner import ConfluentMetadata, OffsetPlanner, StartingOffsets
 
-        if name in self._sources_by_name:
-            msg = f"source {name!r} is declared twice; give each source its own name"
-            raise ConfigError(msg)
+        self._check_new_source(name)
         metadata = ConfluentMetadata(kafka_conf)
         self._closeables.append(metadata)
         planner = OffsetPlanner(
@@ -105,12 +104,18 @@ class StreamingContext:
             fail_on_data_loss=fail_on_data_loss,
         )
         subscription: list[str] | str = sorted(topics) if topics is not None else str(pattern)
+        policy = ReadPolicy(fail_on_data_loss=fail_on_data_loss)
         stream = KafkaInputDStream(
-            self, name, planner, kafka_conf, codec, min_partitions, subscription
+            self, name, planner, kafka_conf, codec, min_partitions, subscription, policy
         )
         stream.metadata = metadata
         self._sources_by_name[name] = stream
         return stream
+
+    def _check_new_source(self, name: str) -> None:
+        if name in self._sources_by_name:
+            msg = f"source {name!r} is declared twice; give each source its own name"
+            raise ConfigError(msg)
 
     def consumer_lag(self) -> dict[tuple[str, int], int]:
         """Records waiting behind the last planned batch, per Kafka partition."""
@@ -119,6 +124,14 @@ class StreamingContext:
             if isinstance(source, KafkaInputDStream):
                 lag.update(source.lag())
         return lag
+
+    def lost_offsets(self) -> dict[tuple[str, int], int]:
+        """Offsets planning skipped because retention deleted them, per partition, since start."""
+        lost: dict[tuple[str, int], int] = {}
+        for source in self.inputs:
+            if isinstance(source, KafkaInputDStream):
+                lost.update(source.planner.lost_offsets())
+        return lost
 
     def source(self, name: str, parse: Callable[[Any], Any] | None = None) -> DStream:
         """The decoded values of the Kafka source configured under `name`.

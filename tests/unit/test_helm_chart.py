@@ -350,6 +350,7 @@ def test_rendered_config_and_env_load_in_dstreams(
     assert table.type == "postgres"
     assert table.dsn.get_secret_value() == "from-secret-dstreams_sinks__table__dsn"
     assert settings.sources["lines"].starting_offsets == 1_767_225_600_000
+    assert settings.kafka.require_replication is True  # the chart's default, kept by the merge
 
 
 def test_wordcount_example_values_load_in_dstreams(helm: str, tmp_path: Path) -> None:
@@ -362,6 +363,35 @@ def test_wordcount_example_values_load_in_dstreams(helm: str, tmp_path: Path) ->
     assert set(settings.sources) == {"lines"}
     assert set(settings.sinks) == {"counts"}
     assert settings.journal.path == "/var/lib/dstreams/journal"
+    # The example passes the chart's replication requirement: its sink topic gets 3 replicas.
+    assert settings.kafka.require_replication is True
+    assert settings.sinks["counts"].replication_factor >= settings.kafka.min_replication_factor
+
+
+# --- replication ----------------------------------------------------------------------------
+
+
+def test_replication_is_required_by_default(defaults: list[dict[str, Any]], tmp_path: Path) -> None:
+    config = _config_file(defaults)
+    assert config["kafka"]["require_replication"] is True
+    path = tmp_path / "config.yaml"
+    path.write_text(_one(defaults, "ConfigMap")["data"]["config.yaml"])
+    kafka = load_settings(path, {}).kafka
+    assert kafka.require_replication is True
+    assert (kafka.min_replication_factor, kafka.min_insync_replicas) == (3, 2)
+
+
+def test_a_release_can_turn_the_requirement_off(render: Render) -> None:
+    docs = render({"config": {"kafka": {"require_replication": False}}})
+    kafka = _config_file(docs)["kafka"]
+    assert kafka["require_replication"] is False
+    assert kafka["bootstrap_servers"] == "kafka:9092"  # merged, not replaced
+
+
+def test_the_requirement_must_be_a_boolean(helm: str) -> None:
+    result = _template(helm, "--set-string", "config.kafka.require_replication=yes")
+    assert result.returncode != 0
+    assert "require_replication" in result.stderr
 
 
 # --- secrets --------------------------------------------------------------------------------

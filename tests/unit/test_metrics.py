@@ -28,6 +28,7 @@ EXPECTED = {
     "dstreams_recovery_duration_seconds": "gauge",
     "dstreams_replayed_batches": "counter",
     "dstreams_epoch": "gauge",
+    "dstreams_topic_under_replicated": "gauge",
     "dstreams_build_info": "gauge",
 }
 
@@ -48,6 +49,7 @@ def exercise(metrics: Metrics) -> None:
     metrics.journal_appended(0.003)
     metrics.recovery_finished(1.25, 4)
     metrics.set_epoch(9)
+    metrics.set_topic_under_replicated("words", "input", True)
 
 
 def samples(metrics: Metrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -91,6 +93,7 @@ def test_values_follow_the_calls() -> None:
     assert got[("dstreams_recovery_duration_seconds", ())] == 1.25
     assert got[("dstreams_replayed_batches_total", ())] == 4
     assert got[("dstreams_epoch", ())] == 9
+    assert got[("dstreams_topic_under_replicated", (("role", "input"), ("topic", "words")))] == 1
     assert got[("dstreams_build_info", (("version", __version__),))] == 1
 
 
