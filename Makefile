@@ -18,7 +18,7 @@ TEST_CONTAINERS := DSTREAMS_KAFKA_BACKEND=testcontainers $(PY) -m pytest tests/c
 	$(CONTAINER_KAFKA_TESTS)
 
 .PHONY: venv sysdeps lint format typecheck test test-fast test-containers image demo bench \
-	bench-recovery clean
+	bench-recovery soak clean
 
 venv: $(STAMP)
 
@@ -70,6 +70,14 @@ bench: venv sysdeps
 
 bench-recovery: venv sysdeps
 	$(PY) bench/recovery_bench.py
+
+# Runs too long for `make test`: the stateful long run at 1,000 batches, and the stateful chaos
+# test at the issue's full size (200,000 lines, 10 driver SIGKILLs besides the crash points).
+soak: venv sysdeps
+	DSTREAMS_LONG_RUN_BATCHES=1000 $(PY) -m pytest tests/spark/test_state_long_run.py $(PYTEST_ARGS)
+	DSTREAMS_STATE_CHAOS_LINES=200000 DSTREAMS_STATE_CHAOS_KILLS=10 \
+		$(PY) -m pytest tests/chaos/test_state_chaos.py $(PYTEST_ARGS)
+	DSTREAMS_SOAK=1 $(PY) -m pytest tests/chaos/test_replication_faults.py $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -1,9 +1,12 @@
 """Named fault points for fault-injection tests; inert unless an environment variable names one.
 
-Crash points: `DSTREAMS_CRASH_AT=<point>` makes the process that reaches `<point>` die at once
-with `os._exit` (no cleanup, no exception handlers: what SIGKILL would do).
-`DSTREAMS_CRASH_AFTER=N` lets the first N-1 passes through the point go by. Executor-side points
-kill the Python worker, which Spark then retries; driver-side points kill the driver.
+`DSTREAMS_CRASH_AT=<point>` makes the process that reaches `<point>` die at once with
+`os._exit` (no cleanup, no exception handlers: what SIGKILL would do). `DSTREAMS_CRASH_AFTER=N`
+lets the first N-1 passes through the point go by (counted per process).
+`DSTREAMS_CRASH_ONCE=<file>` lets only one process die there: the first to create `<file>`;
+every other process passes, so one Python worker dies and Spark's retry of its task gets past.
+Executor-side points kill the Python worker, which Spark then retries; driver-side points kill
+the driver.
 
 Straggle points: `DSTREAMS_STRAGGLE_AT=<point>` makes the first attempt of output task
 `DSTREAMS_STRAGGLE_PARTITION` (default 0) sleep `DSTREAMS_STRAGGLE_S` seconds (default 20) when it
@@ -27,6 +30,8 @@ POINTS = (
     "before-sink-commit",
     "before-completed",
     "before-ack",
+    "checkpoint-files-written",
+    "checkpoint-journaled",
 )
 STRAGGLE_POINTS = ("task-before-write", "task-after-write")
 DEFAULT_STRAGGLE_S = 20.0
@@ -38,10 +43,14 @@ def crash_point(point: str) -> None:
     if os.environ.get("DSTREAMS_CRASH_AT") != point:
         return
     _passes[point] = _passes.get(point, 0) + 1
-    if _passes[point] >= int(os.environ.get("DSTREAMS_CRASH_AFTER", "1")):
-        sys.stderr.write(f"dstreams: crash point {point!r} reached; exiting as if killed\n")
-        sys.stderr.flush()
-        os._exit(CRASH_EXIT_CODE)
+    if _passes[point] < int(os.environ.get("DSTREAMS_CRASH_AFTER", "1")):
+        return
+    once = os.environ.get("DSTREAMS_CRASH_ONCE")
+    if once and not _first_to_claim(once):
+        return
+    sys.stderr.write(f"dstreams: crash point {point!r} reached; exiting as if killed\n")
+    sys.stderr.flush()
+    os._exit(CRASH_EXIT_CODE)
 
 
 def straggle_point(point: str, partition: int, attempt: int) -> None:
@@ -54,3 +63,12 @@ def straggle_point(point: str, partition: int, attempt: int) -> None:
     sys.stderr.write(f"dstreams: straggle point {point!r}: task {partition} sleeps {seconds}s\n")
     sys.stderr.flush()
     time.sleep(seconds)
+
+
+def _first_to_claim(path: str) -> bool:
+    """Creates `path` unless it exists: atomic, so one process of many wins."""
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except FileExistsError:
+        return False
+    return True

@@ -653,8 +653,9 @@ JournalSettings = Annotated[
 
 class CheckpointSettings(_Model):
     path: str = Field(default="state/checkpoints", min_length=1)
-    every_batches: int = Field(default=10, ge=1)
-    """Checkpoint state (stateful jobs only) every this many batches."""
+    """Where state checkpoints go: a path every executor sees (local, or a mounted volume)."""
+    interval_batches: int | None = Field(default=None, ge=1)
+    """Checkpoint state (stateful jobs only) every this many batches; default: about 10 s."""
 
 
 class HttpSettings(_Model):

@@ -17,6 +17,11 @@ from types import FrameType
 from typing import Any
 
 from service.config.settings import InvalidConfig, Settings, storage_problems
+from service.driver.checkpoints import (
+    CheckpointObserver,
+    StateCheckpoints,
+    default_interval_batches,
+)
 from service.driver.job_code import prepare_executors
 from service.driver.lifecycle import BatchLifecycle
 from service.driver.recovery import JournalLog, check_before_start, recover
@@ -24,6 +29,7 @@ from service.driver.replication import check_replication
 from service.driver.scheduler import Scheduler
 from service.driver.spark import create_spark_context, driver_address
 from service.errors import ConfigError, FencedOut
+from service.graph.checkpoint_store import CheckpointStore
 from service.graph.context import StreamingContext
 
 log = logging.getLogger(__name__)
@@ -135,7 +141,10 @@ class Service:
             journal, epoch, self.ctx.graph_json(), self.observer.journal_appended
         )
         acknowledge = wiring.make_acknowledger(settings, self.ctx)
-        self.lifecycle = BatchLifecycle(self.ctx, journal_log, self.observer, acknowledge)
+        checkpoints = make_checkpoints(settings, self.ctx, journal_log, self.observer)
+        self.lifecycle = BatchLifecycle(
+            self.ctx, journal_log, self.observer, acknowledge, checkpoints
+        )
         self.lifecycle.setup_outputs()
         recovered = recover(self.ctx, journal, self.lifecycle, epoch)
         self.observer.recovered(recovered.seconds, recovered.replayed_batches)
@@ -184,6 +193,17 @@ class Service:
 
         signal.signal(signal.SIGTERM, request_stop)
         signal.signal(signal.SIGINT, request_stop)
+
+
+def make_checkpoints(
+    settings: Settings, ctx: StreamingContext, journal: JournalLog, observer: CheckpointObserver
+) -> StateCheckpoints:
+    """Step 7 and the state half of recovery, from `settings.checkpoint`."""
+    interval = settings.checkpoint.interval_batches or default_interval_batches(
+        settings.batch_interval_ms
+    )
+    store = CheckpointStore(settings.checkpoint.path)
+    return StateCheckpoints(ctx, store, journal, interval, observer)
 
 
 def run_service(settings: Settings) -> int:

@@ -9,6 +9,8 @@ For batch time `t`:
 4. `commit_sinks`: the driver's idempotent `sink.commit(t)` for every output.
 5. `journal_completed`: `completed(t)` is appended; a recovering driver will not replay `t`.
 6. `acknowledge`: consumer-group offsets are committed to Kafka for lag tools only.
+7. `checkpoints.after_completed`: every N batches, a stateful graph's state is checkpointed
+   (see `service.driver.checkpoints`); it runs right after step 5.
 
 The plan is a value (`service.graph.plan.BatchPlan`) passed down every step; no source keeps a
 copy. A replay (after a crash) starts at step 3 with the plan rebuilt from the journal.
@@ -27,6 +29,7 @@ from service.graph.base import BatchOutcome, OutputResult
 from service.graph.context import StreamingContext
 from service.graph.counters import Counts, skipped_runs
 from service.graph.plan import BatchPlan
+from service.journal.base import JournalState
 
 __all__ = [
     "Acknowledge",
@@ -35,7 +38,9 @@ __all__ = [
     "BatchOutcome",
     "BatchPlan",
     "JournalWriter",
+    "NoCheckpoints",
     "NullObserver",
+    "StateCheckpointer",
 ]
 
 log = logging.getLogger(__name__)
@@ -61,6 +66,25 @@ class JournalWriter(Protocol):
     ) -> None: ...
 
 
+class StateCheckpointer(Protocol):
+    """Step 7 (see `service.driver.checkpoints`): checkpoints after completed batches, and the
+    state half of recovery."""
+
+    def after_completed(self, batch_time: int) -> None: ...
+
+    def recover(self, state: JournalState, epoch: int) -> int: ...
+
+
+class NoCheckpoints:
+    """For graphs run without a checkpoint store (tests of stateless graphs)."""
+
+    def after_completed(self, batch_time: int) -> None:
+        """Nothing to checkpoint."""
+
+    def recover(self, state: JournalState, epoch: int) -> int:
+        return 0
+
+
 class NullObserver:
     def batch_started(self, plan: BatchPlan, scheduling_delay_s: float) -> None:
         """Observes nothing."""
@@ -81,11 +105,13 @@ class BatchLifecycle:
         journal: JournalWriter | None,
         observer: BatchObserver | None = None,
         acknowledge: Acknowledge | None = None,
+        checkpoints: StateCheckpointer | None = None,
     ) -> None:
         self.ctx = ctx
         self.journal = journal
         self.observer: BatchObserver = observer or NullObserver()
         self.acknowledge_offsets = acknowledge
+        self.checkpoints: StateCheckpointer = checkpoints or NoCheckpoints()
         self.fingerprint = ctx.fingerprint()
 
     def setup_outputs(self) -> None:
@@ -118,6 +144,7 @@ class BatchLifecycle:
         faults.crash_point("after-planned")
 
     def run_outputs(self, plan: BatchPlan) -> list[OutputResult]:
+        self.ctx.step_stateful(plan)
         return [output.run(self.ctx.app_id, plan) for output in self.ctx.outputs]
 
     def commit_sinks(self, batch_time: int, results: list[OutputResult]) -> None:
@@ -155,6 +182,7 @@ class BatchLifecycle:
             results = self.run_outputs(plan)
             self.commit_sinks(batch_time, results)
             self.journal_completed(batch_time, results, skipped_offsets(before, self._counters()))
+            self.checkpoints.after_completed(batch_time)
         except BaseException as error:
             self.observer.batch_failed(batch_time, error)
             raise

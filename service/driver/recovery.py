@@ -7,6 +7,8 @@
 2. `read_state`: fold the journal and check it (contiguous ranges, consistent re-plans).
 3. `check_graph`: the job's graph must be the one that planned the journaled batches.
 4. `restore_positions`: every source resumes after its journaled plans (`InputDStream.resume`).
+4b. `checkpoints.recover` (stateful graphs): load the latest usable checkpoint and recompute the
+   state through the completed batches after it (see `service.driver.checkpoints`).
 5. `replay_pending`: batches planned but not completed run again with their journaled plans;
    sinks skip the (batch, partition) keys they already committed.
 6. `first_new_batch_time`: new batches start after the last planned one, at once if an interval
@@ -30,7 +32,7 @@ from service.errors import GraphChanged
 from service.graph.context import StreamingContext
 from service.graph.plan import BatchPlan
 from service.journal.base import Journal, JournalState
-from service.journal.records import CompletedRecord, PlannedRecord
+from service.journal.records import CheckpointRecord, CompletedRecord, PlannedRecord
 
 log = logging.getLogger(__name__)
 GRAPH_KEY = "graph"
@@ -60,6 +62,9 @@ class JournalLog:
     ) -> None:
         self._append(CompletedRecord(self.epoch, batch_time, outputs, skipped))
 
+    def journal_checkpoint(self, batch_time: int, refs: dict[str, str]) -> None:
+        self._append(CheckpointRecord(self.epoch, batch_time, refs))
+
     def _append(self, record: Any) -> None:
         started = time.monotonic()
         self.journal.append(record)
@@ -73,6 +78,8 @@ class RecoveryResult:
     replayed_batches: int
     next_batch_time: int
     seconds: float
+    recomputed_batches: int = 0
+    """Completed batches after the checkpoint whose state was recomputed (no output rerun)."""
 
 
 def recover(
@@ -83,6 +90,7 @@ def recover(
     state = read_state(journal)
     check_graph(state, ctx)
     restore_positions(state, ctx)
+    recomputed = lifecycle.checkpoints.recover(state, epoch)
     replayed = replay_pending(state, lifecycle)
     next_time = first_new_batch_time(state, ctx.batch_interval_ms)
     seconds = time.monotonic() - started
@@ -93,7 +101,7 @@ def recover(
         next_time,
         seconds,
     )
-    return RecoveryResult(epoch, replayed, next_time, seconds)
+    return RecoveryResult(epoch, replayed, next_time, seconds, recomputed)
 
 
 def check_before_start(journal: Journal, ctx: StreamingContext) -> None:

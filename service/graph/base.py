@@ -97,6 +97,7 @@ class GraphContext(Protocol):
     """What a stream needs of the context that holds its graph."""
 
     sc: Any
+    batch_interval_ms: int
     default_partitions: int
     dead_letters_enabled: bool
     input_counters: Any

@@ -15,8 +15,9 @@ from connectors.reader import ReadPolicy
 from service.errors import ConfigError
 from service.graph.base import Node, OutputOperation
 from service.graph.counters import CountersParam
-from service.graph.dstream import DStream
+from service.graph.dstream import DStream, StatefulDStream
 from service.graph.placement import OutputPlacement
+from service.graph.plan import BatchPlan
 from service.graph.sources import InputDStream, KafkaInputDStream, QueueInputDStream
 from sinks.base import Sink
 
@@ -204,7 +205,18 @@ class StreamingContext:
         for output in self.outputs:
             output.close()
 
+    def stateful_streams(self) -> list[StatefulDStream]:
+        """The graph's window and state streams, parents before children."""
+        return [stream for stream in self.streams if isinstance(stream, StatefulDStream)]
+
     # --- per-batch bookkeeping ------------------------------------------------------------
+
+    def step_stateful(self, plan: BatchPlan) -> None:
+        """Builds every stateful stream's RDD of the batch (no Spark job runs) before the
+        outputs run: a stateful stream must see every batch in order, whether or not an output
+        reads it now."""
+        for stream in self.stateful_streams():
+            stream.rdd_at(plan)
 
     def forget(self, batch_time: int) -> None:
         """Releases RDDs of batches up to `batch_time`; they will not be read again."""

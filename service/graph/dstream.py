@@ -7,21 +7,37 @@ journaled input gives the same output partitions on every replay.
 
 Whether a batch is certainly empty (so its outputs skip the Spark job) is one method,
 `is_empty(plan)`, which each kind of stream overrides where its rule differs.
+
+Window and state operators return a `StatefulDStream`: the stream wraps a computation of
+`service.graph.window` or `service.graph.state`, which remembers what later batches need and is
+checkpointed by the driver (`service.driver.checkpoints`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
-from service.graph import functions
+from service.graph import functions, state_functions
 from service.graph.base import RDD, BatchFunction, GraphContext
 from service.graph.outputs import ForeachBatchOutput, SinkOutput
 from service.graph.plan import BatchPlan
+from service.graph.state import mapped_state, updated_state
+from service.graph.state_spec import StateSpec
+from service.graph.stateful import Piece, StatefulComputation
+from service.graph.window import KeyFilter, Reduce, ReducedWindow, Window
 from sinks.base import Sink
 
-__all__ = ["RDD", "BatchFunction", "DStream", "TransformedDStream"]
+__all__ = [
+    "RDD",
+    "BatchFunction",
+    "DStream",
+    "StateView",
+    "StatefulDStream",
+    "TransformedDStream",
+]
 
 Step = Callable[[list[RDD], int], RDD]
 
@@ -178,6 +194,91 @@ class DStream:
         parts = self._partitions(num_partitions)
         return LeftOuterJoinDStream(self.ctx, self, other, parts)
 
+    # --- stateful operators (computations in service.graph.window and service.graph.state) -
+    # Durations are in milliseconds of batch time and multiples of the batch interval.
+
+    def window(self, length_ms: int, slide_ms: int | None = None) -> DStream:
+        """Every row of the batches in `(t - length_ms, t]`, at each slide boundary `t`."""
+        return StatefulDStream(self, Window(self.ctx, self, length_ms, slide_ms))
+
+    def count_by_window(self, length_ms: int, slide_ms: int | None = None) -> DStream:
+        """The number of rows in each window (incremental; 0 once rows have left it)."""
+        ones = self.map(state_functions.constant_one)
+        return ones.reduce_by_window(
+            functions.add, state_functions.subtract, length_ms=length_ms, slide_ms=slide_ms
+        )
+
+    def reduce_by_window(
+        self,
+        function: Reduce,
+        inv_function: Reduce | None = None,
+        *,
+        length_ms: int,
+        slide_ms: int | None = None,
+    ) -> DStream:
+        """One value per window: the reduction of every row in it (by one key, on one partition)."""
+        keyed = self.map(state_functions.key_by_none)
+        reduced = ReducedWindow(
+            self.ctx,
+            keyed,
+            function,
+            inv_function,
+            length_ms,
+            slide_ms,
+            1,
+            None,
+            "reduce_by_window",
+        )
+        return StatefulDStream(keyed, reduced).map(functions.second)
+
+    def reduce_by_key_and_window(
+        self,
+        function: Reduce,
+        inv_function: Reduce | None = None,
+        *,
+        length_ms: int,
+        slide_ms: int | None = None,
+        num_partitions: int | None = None,
+        filter_fn: KeyFilter | None = None,
+    ) -> DStream:
+        """Per key, the reduction over the window; incremental when `inv_function` is given."""
+        parts = self._partitions(num_partitions)
+        reduced = ReducedWindow(
+            self.ctx, self, function, inv_function, length_ms, slide_ms, parts, filter_fn
+        )
+        return StatefulDStream(self, reduced)
+
+    def count_by_value_and_window(
+        self, length_ms: int, slide_ms: int | None = None, num_partitions: int | None = None
+    ) -> DStream:
+        """`(value, count)` per distinct value in each window; values whose count fell to 0 drop."""
+        return self.map(functions.pair_with_one).reduce_by_key_and_window(
+            functions.add,
+            state_functions.subtract,
+            length_ms=length_ms,
+            slide_ms=slide_ms,
+            num_partitions=num_partitions,
+            filter_fn=state_functions.count_is_not_zero,
+        )
+
+    def update_state_by_key(
+        self,
+        update_fn: Callable[[list[Any], Any], Any],
+        num_partitions: int | None = None,
+        initial: Iterable[tuple[Any, Any]] | None = None,
+    ) -> StateView:
+        """`update_fn(new_values, state) -> state | None` per key, every batch (None removes).
+        The stream is every `(key, state)`, every batch."""
+        state = updated_state(self.ctx, self, update_fn, self._partitions(num_partitions), initial)
+        return StateView(StatefulDStream(self, state), "state_pairs", state_functions.state_pairs)
+
+    def map_with_state(self, spec: StateSpec) -> StateView:
+        """The records `spec.function` returns per value (and per timed-out key);
+        `.state_snapshots()` gives the state itself."""
+        state = mapped_state(self.ctx, self, spec, self._partitions(spec.num_partitions))
+        stream = StatefulDStream(self, state)
+        return StateView(stream, "mapped_with_state", state_functions.mapped_records)
+
     # --- output operations ----------------------------------------------------------------
 
     def foreach_batch(self, function: BatchFunction, name: str | None = None) -> None:
@@ -247,3 +348,70 @@ def _join(partitions: int, rdds: list[RDD], _batch_time: int) -> RDD:
 def _left_join(partitions: int, rdds: list[RDD], _batch_time: int) -> RDD:
     left, right = rdds
     return left.leftOuterJoin(right, partitions)
+
+
+class StatefulDStream(DStream):
+    """A stream whose batch depends on earlier batches: a window or a keyed state.
+
+    Its `StatefulComputation` does the work and remembers (and persists) what later batches
+    need; the stream names the computation's checkpoint pieces uniquely in the graph.
+    """
+
+    def __init__(self, parent: DStream, computation: StatefulComputation) -> None:
+        super().__init__(parent.ctx, [parent], computation.kind)
+        self.computation = computation
+        self.params.update(computation.params)
+
+    def compute(self, plan: BatchPlan) -> RDD:
+        return self.computation.compute(plan)
+
+    def is_empty(self, plan: BatchPlan) -> bool:
+        self.rdd_at(plan)
+        return self.computation.empty_at(plan.batch_time)
+
+    def forget(self, batch_time: int) -> None:
+        # Not DStream.forget: the RDDs handed out are the computation's, which releases what
+        # it persisted once no later batch needs it.
+        self._rdds = {t: rdd for t, rdd in self._rdds.items() if t > batch_time}
+        self.computation.forget(batch_time)
+
+    @property
+    def piece_prefix(self) -> str:
+        """What this stream's checkpoint piece names start with: unique in the graph and
+        stable across runs of the same graph."""
+        return f"s{self.node_id}-{self.kind}-"
+
+    def checkpoint_pieces(self, batch_time: int) -> list[Piece]:
+        pieces = self.computation.checkpoint_pieces(batch_time)
+        return [replace(piece, name=self.piece_prefix + piece.name) for piece in pieces]
+
+    def restore(self, batch_time: int, pieces: dict[str, RDD]) -> None:
+        """Carries on from the pieces of a checkpoint (all streams' pieces, keyed by name)."""
+        prefix = self.piece_prefix
+        mine = {n.removeprefix(prefix): r for n, r in pieces.items() if n.startswith(prefix)}
+        self.computation.restore(batch_time, mine)
+
+
+class StateView(TransformedDStream):
+    """A user-facing view of a keyed state stream: its `(key, state)` pairs, or the records a
+    `map_with_state` function returned."""
+
+    def __init__(
+        self, state: StatefulDStream, kind: str, select: Callable[[Iterable[Any]], Iterator[Any]]
+    ) -> None:
+        super().__init__(state.ctx, [state], kind, partial(_select_step, select))
+        self.state = state
+
+    def state_snapshots(self) -> StateView:
+        """`(key, state)` for every key with state, every batch."""
+        return StateView(self.state, "state_snapshots", state_functions.state_pairs)
+
+    def changes(self) -> StateView:
+        """`(key, state)` for the keys whose state appeared or changed in this batch."""
+        return StateView(self.state, "state_changes", state_functions.changed_pairs)
+
+
+def _select_step(
+    select: Callable[[Iterable[Any]], Iterator[Any]], rdds: list[RDD], _batch_time: int
+) -> RDD:
+    return rdds[0].mapPartitions(select, preservesPartitioning=True)

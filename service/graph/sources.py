@@ -14,7 +14,7 @@ from typing import Any
 
 from connectors.offsets import OffsetRange
 from connectors.reader import ReadPolicy
-from service.errors import JournalCorrupt
+from service.errors import DataLoss, JournalCorrupt
 from service.graph.base import RDD, GraphContext
 from service.graph.counters import Counts, DecodeErrors, InputRecords, SkippedOffsets, add_count
 from service.graph.dstream import DStream
@@ -53,6 +53,11 @@ class InputDStream(DStream):
     def is_empty(self, plan: BatchPlan) -> bool:
         """A source has no parents: only it knows whether its plan reads anything."""
         raise NotImplementedError
+
+    def check_replayable(self, plans: Sequence[BatchPlan]) -> None:
+        """Refuses (`DataLoss`) when this source can no longer read its part of `plans`:
+        journaled batches, oldest first, that recovery must compute again. A source that keeps
+        its input (the queue source) has nothing to check."""
 
 
 class QueueInputDStream(InputDStream):
@@ -172,6 +177,17 @@ class KafkaInputDStream(InputDStream):
     def is_empty(self, plan: BatchPlan) -> bool:
         return plan.source(self.name).offsets == 0
 
+    def check_replayable(self, plans: Sequence[BatchPlan]) -> None:
+        """Each partition's first offset to read again must still be in Kafka (retention may
+        have deleted it since the batch was journaled)."""
+        first = first_offsets(self.name, plans)
+        if not first or self.metadata is None:
+            return
+        for tp, (low, _high) in self.metadata.watermarks(sorted(first)).items():
+            offset, batch_time = first[tp]
+            if low > offset:
+                raise replay_data_loss(tp, offset, low, batch_time)
+
     def compute(self, plan: BatchPlan) -> RDD:
         from connectors.planner import split_ranges
 
@@ -216,6 +232,34 @@ class KafkaInputDStream(InputDStream):
         # Only `values()` and `dead_letters()` understand the values-only fast path; any other
         # consumer of this stream sees full `SourceRecord`s.
         return any(child.kind not in ("values", "dead_letters") for child in self.children)
+
+
+def first_offsets(source: str, plans: Sequence[BatchPlan]) -> dict[TopicPartition, tuple[int, int]]:
+    """Per partition, the first offset `plans` (oldest first) read of `source`, and the batch.
+
+    >>> plans = [BatchPlan(t, {"s": SourcePlan((OffsetRange("a", 0, f, f + 5),))})
+    ...          for t, f in [(1000, 10), (2000, 15)]]
+    >>> first_offsets("s", plans)
+    {('a', 0): (10, 1000)}
+    """
+    first: dict[TopicPartition, tuple[int, int]] = {}
+    for plan in plans:
+        for r in plan.source(source).ranges:
+            if r.count and r.topic_partition not in first:
+                first[r.topic_partition] = (r.from_offset, plan.batch_time)
+    return first
+
+
+def replay_data_loss(tp: TopicPartition, first: int, low: int, batch_time: int) -> DataLoss:
+    msg = (
+        f"recovery must compute batch {batch_time} again, which read topic {tp[0]!r} partition "
+        f"{tp[1]} from offset {first}, but the earliest offset Kafka still holds is {low} "
+        f"(offsets {first}..{low - 1} were deleted by retention), so the state cannot be "
+        "rebuilt exactly. Raise the topic's retention above the checkpoint interval, restore "
+        "the journal and checkpoints from a copy, or start the job under a new app id (its "
+        "state then starts empty)."
+    )
+    return DataLoss(msg)
 
 
 def read_partition(

@@ -24,6 +24,8 @@ from service.journal.records import (
 )
 
 TopicPartition = tuple[str, int]
+RETAINED_CHECKPOINTS = 2
+"""Checkpoints kept (files and journal records): the latest, and one to fall back to."""
 
 _FIX_HINT = (
     "Inspect the journal with `dstreams journal show`. Restore it from a copy if you have one; "
@@ -74,6 +76,8 @@ class JournalState:
     completed: dict[int, CompletedRecord]
     checkpoint: CheckpointRecord | None
     records: tuple[JournalRecord, ...]
+    checkpoints: tuple[CheckpointRecord, ...] = ()
+    """Every checkpoint record, oldest first; recovery may fall back to the one before the last."""
 
     @classmethod
     def from_records(cls, records: Iterable[JournalRecord]) -> JournalState:
@@ -90,7 +94,13 @@ class JournalState:
                 checkpoint = record
         epochs = tuple(r for r in ordered if isinstance(r, EpochRecord))
         epoch = max((r.epoch for r in epochs), default=0)
-        return cls(epoch, epochs, planned, completed, checkpoint, ordered)
+        checkpoints = tuple(r for r in ordered if isinstance(r, CheckpointRecord))
+        return cls(epoch, epochs, planned, completed, checkpoint, ordered, checkpoints)
+
+    @property
+    def retained_checkpoints(self) -> tuple[CheckpointRecord, ...]:
+        """The checkpoints recovery may start from (the latest, and the ones kept before it)."""
+        return self.checkpoints[-RETAINED_CHECKPOINTS:]
 
     @property
     def last_planned(self) -> PlannedRecord | None:
@@ -138,19 +148,22 @@ class JournalState:
 def compact(records: Iterable[JournalRecord]) -> list[JournalRecord]:
     """The records a recovery still needs, in their original order.
 
-    Kept: the latest epoch record (epoch numbering and fencing), the latest checkpoint, and every
-    planned/completed record from the horizon on. The horizon is the earliest of: the first batch
-    after the checkpoint (recomputed on recovery), the oldest pending batch, the last completed
-    batch, and each partition's last planned batch (so no resume position is lost). Keeping one
-    contiguous run of batches means `validate` still sees every neighbouring pair of ranges.
+    Kept: the latest epoch record (epoch numbering and fencing), the retained checkpoints (the
+    latest and the one before it, which recovery falls back to if the latest is damaged), and
+    every planned/completed record from the horizon on. The horizon is the earliest of: the batch
+    of the oldest retained checkpoint (state is recomputed from there), the oldest pending batch,
+    the last completed batch, and each partition's last planned batch (so no resume position is
+    lost). Keeping one contiguous run of batches means `validate` still sees every neighbouring
+    pair of ranges.
     """
     ordered = list(records)
     state = JournalState.from_records(ordered)
     horizon = _horizon(state)
     latest_epoch = state.epochs[-1] if state.epochs else None
+    retained = {id(record) for record in state.retained_checkpoints}
     kept: list[JournalRecord] = []
     for record in ordered:
-        if record is latest_epoch or record is state.checkpoint:
+        if record is latest_epoch or id(record) in retained:
             kept.append(record)
         elif isinstance(record, PlannedRecord | CompletedRecord):
             if horizon is not None and record.batch_time >= horizon:
@@ -164,9 +177,10 @@ def _horizon(state: JournalState) -> int | None:
     candidates = [t for t in state.planned if t not in state.completed]
     if state.completed:
         candidates.append(max(state.completed))
-    if state.checkpoint is not None:
-        cut = state.checkpoint.batch_time
-        candidates.extend(t for t in state.planned if t > cut)
+    if state.retained_checkpoints:
+        # The checkpoint's own batch stays too: it shows recovery that nothing after it is gone.
+        cut = state.retained_checkpoints[0].batch_time
+        candidates.extend(t for t in state.planned if t >= cut)
     last_seen: dict[TopicPartition, int] = {}
     for t, record in state.planned.items():
         for r in record.ranges:

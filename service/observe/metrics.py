@@ -26,6 +26,7 @@ from prometheus_client import (
 )
 
 from service import __version__
+from service.observe.state_metrics import StateMetrics
 
 BATCH_OUTCOMES = ("completed", "failed")
 # From 5 ms (an empty batch) to 10 min (a batch far behind); batch intervals are usually 0.1-60 s.
@@ -67,6 +68,7 @@ class Metrics:
         self._declare_delivery_metrics()
         self._declare_sink_client_metrics()
         self._declare_driver_metrics()
+        self.state = StateMetrics(self.registry)
         build_info = Gauge(
             "dstreams_build_info",
             "Always 1; the labels name the running dstreams build.",

@@ -92,6 +92,15 @@ class Observer:
     def recovered(self, seconds: float, replayed_batches: int) -> None:
         self.metrics.recovery_finished(seconds, replayed_batches)
 
+    def checkpoint_written(
+        self, batch_time: int, seconds: float, size: int, streams: dict[str, dict[str, int]]
+    ) -> None:
+        self.metrics.state.checkpoint_written(seconds, size, time.time(), streams)
+        self.board.checkpoint_written(batch_time, seconds, size)
+
+    def state_recomputed(self, batches: int) -> None:
+        self.metrics.state.recomputed(batches)
+
     def ready_after_first_batch(self) -> None:
         """`/readyz` turns ready when the next batch completes (recovery is done by then)."""
         self._ready_pending = True

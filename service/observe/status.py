@@ -78,6 +78,7 @@ class StatusBoard:
         # Optional pull-based heartbeat: returns the scheduler's last tick on the same clock.
         self.heartbeat_source = heartbeat_source
         self._totals = {"completed": 0, "failed": 0, "records_in": 0}
+        self._checkpoints: list[dict[str, Any]] = []
 
     # --- Reported by the engine ---------------------------------------------------------------
 
@@ -109,6 +110,12 @@ class StatusBoard:
             if outcome in ("completed", "failed"):
                 self._totals[outcome] += 1
             self._totals["records_in"] += records_in
+
+    def checkpoint_written(self, batch_time: int, seconds: float, size: int) -> None:
+        """A checkpoint of `batch_time` was journaled; shown on the status page's timelines."""
+        with self._lock:
+            entry = {"batch_time": batch_time, "seconds": round(seconds, 3), "bytes": size}
+            self._checkpoints = [*self._checkpoints[-(CHECKPOINTS_SHOWN - 1) :], entry]
 
     def set_epoch(self, epoch: int) -> None:
         with self._lock:
@@ -157,6 +164,7 @@ class StatusBoard:
                 "totals": dict(self._totals),
                 "now": _iso(int(time.time() * 1000)),
                 "batches": batches,
+                "checkpoints": list(self._checkpoints),
             }
 
     def _heartbeat_age(self) -> float:
@@ -174,6 +182,9 @@ class StatusBoard:
             while len(self._batches) > self._max_batches:
                 del self._batches[min(self._batches)]
         return batch
+
+
+CHECKPOINTS_SHOWN = 20
 
 
 def _iso(millis: int) -> str:

@@ -33,6 +33,7 @@ PAGE = """<!doctype html>
               border-radius: 6px; }
   .axis { stroke: #d8dee4; } .label { fill: #6a7785; font-size: 11px; }
   .limit { stroke: #9a6700; stroke-dasharray: 5 4; }
+  .checkpoint { stroke: #1a7f37; stroke-dasharray: 2 3; }
   table { border-collapse: collapse; width: 100%; margin-top: .5em; background: #fff; }
   th, td { text-align: right; padding: .25em .6em; border-bottom: 1px solid #eaeef2; }
   th:first-child, td:first-child, td.outcome { text-align: left; }
@@ -92,6 +93,11 @@ function draw(id, batches, valueOf, color, limit) {
     const line = {class: "limit", x1: LEFT, y1: y(limit), x2: W - RIGHT, y2: y(limit)};
     svg.append(svgEl("line", line));
   }
+  for (const c of (window.checkpoints || [])) {
+    if (c.batch_time < t0 || c.batch_time > t1) continue;
+    const mark = {class: "checkpoint", x1: x(c.batch_time), y1: TOP, x2: x(c.batch_time), y2: y(0)};
+    svg.append(svgEl("line", mark, "checkpoint of batch " + c.batch_time));
+  }
   if (!points.length) return;
   const path = points.map(p => x(p[0]).toFixed(1) + "," + y(p[1]).toFixed(1)).join(" ");
   svg.append(svgEl("polyline", {points: path, fill: "none", stroke: color, "stroke-width": 2}));
@@ -122,6 +128,7 @@ function cell(row, text, cls) {
 function render(status) {
   const interval = status.batch_interval_ms / 1000;
   const batches = status.batches;
+  window.checkpoints = status.checkpoints || [];
   const rate = b => b.records_in === null ? null : b.records_in / interval;
   document.getElementById("app").textContent = status.app;
   const done = batches.filter(b => b.processing_s !== null);

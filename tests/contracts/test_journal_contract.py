@@ -156,6 +156,32 @@ def test_compaction_keeps_what_recovery_needs(journal_backend: JournalBackend) -
     assert JournalState.from_records(journal_backend.make().read()).pending() == []
 
 
+def test_compaction_keeps_both_retained_checkpoints_and_the_batches_after_the_older(
+    journal_backend: JournalBackend,
+) -> None:
+    # A stateful graph checkpoints every 10 batches; recovery falls back to the older of the two
+    # retained checkpoints when the latest is damaged, so compaction keeps every batch from it.
+    writer = journal_backend.make(compacting=True)
+    epoch = writer.open()
+    for i, t in enumerate(range(1000, 51_000, 1000)):
+        writer.append(planned(epoch, t, i * 10, i * 10 + 10))
+        writer.append(CompletedRecord(epoch, t, {"out": 10}))
+        if t % 10_000 == 0:
+            writer.append(CheckpointRecord(epoch, t, {"s": f"ckpt-{t}"}))
+    writer.append(planned(epoch, 51_000, 500, 510))
+    writer.close()
+
+    journal_backend.check_compacted()
+    state = JournalState.from_records(journal_backend.make().read())
+    state.validate()
+    assert [c.batch_time for c in state.retained_checkpoints] == [40_000, 50_000]
+    assert state.checkpoint == CheckpointRecord(1, 50_000, {"s": "ckpt-50000"})
+    # Compaction runs whenever the backend decides, so more may be kept, but never less.
+    assert set(range(40_000, 52_000, 1000)) <= set(state.planned)
+    assert set(range(40_000, 51_000, 1000)) <= set(state.completed)
+    assert [p.batch_time for p in state.pending()] == [51_000]
+
+
 def test_offsets_that_are_not_contiguous_are_reported(journal_backend: JournalBackend) -> None:
     writer = journal_backend.make()
     writer.open()

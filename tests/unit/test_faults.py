@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -57,3 +58,16 @@ def test_unnamed_straggle_point_is_inert(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.delenv("DSTREAMS_STRAGGLE_AT", raising=False)
     monkeypatch.setattr(faults.time, "sleep", lambda _s: pytest.fail("slept"))
     faults.straggle_point("task-before-write", 0, 0)
+
+
+def test_crash_once_lets_only_the_first_process_die(tmp_path: Path) -> None:
+    import os
+
+    claim = tmp_path / "crashed-once"
+    env = {**os.environ, "DSTREAMS_CRASH_AT": "before-ack", "DSTREAMS_CRASH_ONCE": str(claim)}
+    first, second = run_point(env), run_point(env)
+    assert first.returncode == faults.CRASH_EXIT_CODE
+    assert first.stdout.count("passed") == 0
+    assert second.returncode == 0
+    assert second.stdout.count("passed") == 3
+    assert claim.exists()

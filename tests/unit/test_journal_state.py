@@ -144,6 +144,8 @@ def test_compact_keeps_checkpoint_batches_after_it_and_latest_epoch() -> None:
     records = [*steady_journal(), EpochRecord(2, 9, "b")]
     kept = compact(records)
     assert kept == [
+        planned(2000, ("t", 0, 10, 20), ("t", 1, 5, 5)),
+        completed(2000),
         CheckpointRecord(1, 2000, {"s": "ckpt-2000"}),
         planned(3000, ("t", 0, 20, 25), ("t", 1, 5, 9)),
         completed(3000),
@@ -157,6 +159,22 @@ def test_compact_keeps_checkpoint_batches_after_it_and_latest_epoch() -> None:
     assert after.pending() == before.pending()
     assert after.last_positions() == before.last_positions()
     assert after.checkpoint == before.checkpoint
+
+
+def test_compact_keeps_two_checkpoints_and_every_batch_from_the_older() -> None:
+    records = [
+        *steady_journal(),
+        completed(4000),
+        CheckpointRecord(1, 4000, {"s": "ckpt-4000"}),
+        completed(5000),
+        CheckpointRecord(1, 5000, {"s": "ckpt-5000"}),
+    ]
+    kept = compact(records)
+    checkpoints = [r.batch_time for r in kept if isinstance(r, CheckpointRecord)]
+    assert checkpoints == [4000, 5000]
+    after = JournalState.from_records(kept)
+    assert sorted(after.planned) == [4000, 5000]
+    assert [r.batch_time for r in after.retained_checkpoints] == [4000, 5000]
 
 
 def test_compact_without_checkpoint_keeps_last_completed_and_pending() -> None:

@@ -30,6 +30,12 @@ EXPECTED = {
     "dstreams_epoch": "gauge",
     "dstreams_topic_under_replicated": "gauge",
     "dstreams_build_info": "gauge",
+    "dstreams_checkpoint_seconds": "histogram",
+    "dstreams_checkpoint_bytes": "histogram",
+    "dstreams_last_checkpoint_timestamp_seconds": "gauge",
+    "dstreams_state_keys": "gauge",
+    "dstreams_state_bytes": "gauge",
+    "dstreams_recovery_recomputed_batches": "counter",
 }
 
 
@@ -50,6 +56,8 @@ def exercise(metrics: Metrics) -> None:
     metrics.recovery_finished(1.25, 4)
     metrics.set_epoch(9)
     metrics.set_topic_under_replicated("words", "input", True)
+    metrics.state.checkpoint_written(0.5, 4096, 1_700_000_002.0, {"s3": {"keys": 12, "bytes": 90}})
+    metrics.state.recomputed(3)
 
 
 def samples(metrics: Metrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -95,6 +103,11 @@ def test_values_follow_the_calls() -> None:
     assert got[("dstreams_epoch", ())] == 9
     assert got[("dstreams_topic_under_replicated", (("role", "input"), ("topic", "words")))] == 1
     assert got[("dstreams_build_info", (("version", __version__),))] == 1
+    assert got[("dstreams_checkpoint_bytes_sum", ())] == 4096
+    assert got[("dstreams_last_checkpoint_timestamp_seconds", ())] == 1_700_000_002.0
+    assert got[("dstreams_state_keys", (("stream", "s3"),))] == 12
+    assert got[("dstreams_state_bytes", (("stream", "s3"),))] == 90
+    assert got[("dstreams_recovery_recomputed_batches_total", ())] == 3
 
 
 def test_outcomes_are_bounded_and_exposed_from_the_start() -> None:

@@ -62,7 +62,7 @@ def test_minimal_file_gets_every_default(tmp_path: Path) -> None:
     assert settings.spark.master == "local[2]"
     assert settings.http.port == 8080
     assert settings.journal.type == "file"
-    assert settings.checkpoint.every_batches == 10
+    assert settings.checkpoint.interval_batches is None
     assert settings.sources["words"].starting_offsets == "latest"
     assert settings.sinks["counts"].type == "kafka"
 
@@ -81,7 +81,7 @@ def test_env_beats_file_and_file_beats_defaults(tmp_path: Path) -> None:
     assert settings.http.port == 9100  # env over file
     assert settings.http.host == "127.0.0.1"  # file over defaults, sibling kept
     assert settings.batch_interval_ms == 2000
-    assert settings.checkpoint.every_batches == 10  # defaults
+    assert settings.checkpoint.interval_batches is None  # defaults
 
 
 def test_env_maps_merge_key_by_key_and_lists_can_be_json_or_commas(tmp_path: Path) -> None:

@@ -1,0 +1,383 @@
+"""Stateful throughput, checkpoint cost and recovery time with large state.
+
+Three figures, each measured on a local broker in the same run:
+
+1. **Running word count against word count.** Both consume the same preloaded topic (1,000,000
+   lines of 8 words drawn uniformly from 200,000 words, 4 partitions) with the full batch
+   lifecycle (file journal, files sink), batches back to back: the stateless job writes each
+   batch's counts; the stateful one keeps every word's total with `update_state_by_key`
+   (checkpointed every 10 batches, included in its time) and writes the changed totals. Printed
+   per batch size: records/s of each and their ratio (target >= 0.7).
+2. **Checkpoint seconds per million keys**, from the checkpoints of the stateful passes.
+3. **SIGKILL to next completed batch with 1,000,000 keys of state.** `examples.running_totals`
+   runs as a `dstreams run` subprocess (files sink) while a producer streams lines; once a
+   checkpoint holds 1,000,000 keys the driver is SIGKILLed and started again, a few times;
+   printed per kill and as the median (target <= 10 s).
+
+Before the measured passes a stateless word count over its own topic warms Spark up. Not a test:
+it prints figures and asserts only that the totals are exact.
+Usage: python bench/state_bench.py [--lines N] [--keys N] [--batch-lines 100000,200000]
+    [--recovery-keys N] [--kills N] [--skip-recovery]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import re
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from connectors.planner import StartingOffsets  # noqa: E402
+from service.driver.checkpoints import StateCheckpoints  # noqa: E402
+from service.driver.lifecycle import BatchLifecycle  # noqa: E402
+from service.driver.recovery import JournalLog  # noqa: E402
+from service.graph.checkpoint_store import CheckpointStore  # noqa: E402
+from service.graph.context import StreamingContext  # noqa: E402
+from service.graph.counters import CountersParam  # noqa: E402
+from service.graph.dstream import DStream  # noqa: E402
+from service.graph.functions import add, count_words  # noqa: E402
+from service.journal.file import FileJournal  # noqa: E402
+from sinks.files import FileSink  # noqa: E402
+
+PARTITIONS = 4
+WORDS_PER_LINE = 8
+INTERVAL_MS = 1000
+BATCH_LINES = (100_000, 200_000)
+WARM_UP_LINES = 500_000
+CHECKPOINT_EVERY = 10
+RATIO_TARGET = 0.7
+RECOVERY_TARGET_S = 10.0
+# The recovery run: steady input well under capacity, one checkpoint every 5 batches.
+STEADY_LINES_PER_SECOND = 2_000
+RECOVERY_CHECKPOINT_EVERY = 5
+STATE_KEYS_METRIC = re.compile(r"^dstreams_state_keys\{[^}]*\}\s+(\S+)$", re.MULTILINE)
+
+
+def add_to_total(counts: list[int], total: int | None) -> int:
+    return (total or 0) + sum(counts)
+
+
+# --- input ---------------------------------------------------------------------------------------
+
+
+def vocabulary(keys: int) -> list[str]:
+    return [f"k{i:07d}" for i in range(keys)]
+
+
+def preload(bootstrap: str, topic: str, lines: int, words: list[str], seed: int) -> None:
+    """`lines` lines of 8 words drawn uniformly from `words`, round-robin over the partitions."""
+    from confluent_kafka import Producer
+
+    rng = random.Random(seed)  # noqa: S311 - benchmark data
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 50, "batch.num.messages": 10000}
+    )
+    for i in range(lines):
+        line = " ".join(rng.choices(words, k=WORDS_PER_LINE))
+        produce(producer, topic, line.encode(), i % PARTITIONS)
+    if producer.flush(120) != 0:
+        msg = f"could not preload {topic}"
+        raise RuntimeError(msg)
+
+
+def preload_every_word(bootstrap: str, topic: str, words: list[str]) -> None:
+    """Each word once, 8 to a line: after these lines the state holds every word."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50})
+    for i in range(0, len(words), WORDS_PER_LINE):
+        line = " ".join(words[i : i + WORDS_PER_LINE])
+        produce(producer, topic, line.encode(), (i // WORDS_PER_LINE) % PARTITIONS)
+    if producer.flush(120) != 0:
+        msg = f"could not preload {topic}"
+        raise RuntimeError(msg)
+
+
+def produce(producer: Any, topic: str, value: bytes, partition: int) -> None:
+    while True:
+        try:
+            producer.produce(topic, value, partition=partition)
+            return
+        except BufferError:
+            producer.poll(0.05)
+
+
+def expected_totals(bootstrap: str, topic: str, lines: int) -> Counter[str]:
+    """Word totals of the topic, read with a plain consumer."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "state-bench", "enable.auto.commit": False}
+    )
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    counts: Counter[str] = Counter()
+    seen = 0
+    while seen < lines:
+        for message in consumer.consume(10_000, 1.0):
+            if message.error() is None:
+                counts.update(message.value().decode().lower().split())
+                seen += 1
+    consumer.close()
+    return counts
+
+
+# --- in-process passes ---------------------------------------------------------------------------
+
+
+@dataclass
+class Pass:
+    rate: float
+    times: list[float]
+    totals: Counter[str]
+    checkpoints: list[tuple[float, int]] = field(default_factory=list)
+    """(seconds, keys) of each checkpoint."""
+
+
+class CheckpointTimes:
+    """Collects what `StateCheckpoints` reports of each checkpoint."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[float, int]] = []
+
+    def checkpoint_written(
+        self, batch_time: int, seconds: float, size: int, streams: dict[str, dict[str, int]]
+    ) -> None:
+        self.seen.append((seconds, sum(s.get("keys", 0) for s in streams.values())))
+
+    def state_recomputed(self, batches: int) -> None:
+        """Nothing is recovered in the in-process passes."""
+
+
+def word_count(counts: DStream) -> DStream:
+    return counts
+
+
+def running_word_count(counts: DStream) -> DStream:
+    return counts.update_state_by_key(add_to_total).changes()
+
+
+def run_pass(
+    sc: Any, bootstrap: str, topic: str, workdir: Path, batch_lines: int, running: bool
+) -> Pass:
+    """Runs batches back to back until the topic is drained; steady records/s leave the first
+    batch out (it starts Python workers and Kafka clients)."""
+    build = running_word_count if running else word_count
+    ctx = StreamingContext(sc, "bench-" + workdir.name, INTERVAL_MS, default_partitions=4)
+    ctx.input_counters = sc.accumulator({}, CountersParam())
+    lines = ctx.kafka_stream(
+        "lines",
+        {"bootstrap.servers": bootstrap, "group.id": "bench"},
+        topics=[topic],
+        starting_offsets=StartingOffsets.earliest(),
+        max_rate_per_partition=batch_lines // PARTITIONS,
+    ).values()
+    sink = FileSink(workdir / "out")
+    build(lines.map_partitions(count_words).reduce_by_key(add)).write("out", sink)
+    journal = FileJournal(workdir / "journal")
+    log = JournalLog(journal, journal.open(), ctx.graph_json())
+    observed = CheckpointTimes()
+    store = CheckpointStore(workdir / "checkpoints")
+    checkpoints = StateCheckpoints(ctx, store, log, CHECKPOINT_EVERY, observed)
+    lifecycle = BatchLifecycle(ctx, log, checkpoints=checkpoints)
+    lifecycle.setup_outputs()
+    times, records, ends = run_until_drained(lifecycle)
+    ctx.close()
+    journal.close()
+    rate = sum(records[1:]) / (ends[len(records) - 1] - ends[0])
+    return Pass(rate, times, written_totals(sink, running), observed.seen)
+
+
+def run_until_drained(lifecycle: BatchLifecycle) -> tuple[list[float], list[int], list[float]]:
+    times: list[float] = []
+    records: list[int] = []
+    ends: list[float] = []
+    batch_time = 1_000_000
+    while True:
+        outcome = lifecycle.run_new(batch_time)
+        ends.append(time.perf_counter())
+        batch_time += INTERVAL_MS
+        if outcome.input_records == 0:
+            return times, records, ends
+        times.append(outcome.processing_s)
+        records.append(outcome.input_records)
+
+
+def written_totals(sink: FileSink, running: bool) -> Counter[str]:
+    """Word totals: the per-batch counts summed (word count), or each word's latest total (the
+    running word count writes a word's total whenever it changes)."""
+    counts: Counter[str] = Counter()
+    for t in sink.committed_batches("out"):
+        for word, n in sink.read_batch("out", t):
+            counts[word] = n if running else counts[word] + n
+    return counts
+
+
+def throughput(args: argparse.Namespace, bootstrap: str, tmp: Path) -> tuple[bool, list[float]]:
+    from service.dev.brokers import create_topic
+    from service.driver.spark import create_spark_context
+
+    words = vocabulary(args.keys)
+    topic, warm_topic = f"state-bench-{int(time.time())}", f"state-bench-warm-{int(time.time())}"
+    for name, lines, seed in ((topic, args.lines, 1), (warm_topic, WARM_UP_LINES, 2)):
+        create_topic(bootstrap, name, partitions=PARTITIONS)
+        print(f"preloading {lines:,} lines into {name} ...", flush=True)
+        preload(bootstrap, name, lines, words, seed)
+    expected = expected_totals(bootstrap, topic, args.lines)
+    print(f"distinct words in the input: {len(expected):,}")
+    sc = create_spark_context("dstreams-state-bench", "local[2]")
+    run_pass(sc, bootstrap, warm_topic, tmp / "warm-up", args.batch_sizes[0], running=False)
+    exact = True
+    per_million: list[float] = []
+    for n in args.batch_sizes:
+        stateless = run_pass(sc, bootstrap, topic, tmp / f"w{n}", n, running=False)
+        stateful = run_pass(sc, bootstrap, topic, tmp / f"s{n}", n, running=True)
+        report_pass(n, stateless, stateful)
+        same = stateless.totals == expected and stateful.totals == expected
+        print(f"totals of both equal the input's: {same}", flush=True)
+        exact = exact and same
+        per_million += [s / (k / 1e6) for s, k in stateful.checkpoints if k]
+    sc.stop()
+    return exact, per_million
+
+
+def report_pass(batch_lines: int, stateless: Pass, stateful: Pass) -> None:
+    ratio = stateful.rate / stateless.rate
+    verdict = "meets" if ratio >= RATIO_TARGET else "misses"
+    print(f"-- batches of up to {batch_lines:,} lines ({len(stateful.times)} batches)")
+    print(f"word count (stateless):               {stateless.rate:>10,.0f} records/s")
+    print(f"running word count (update_state_by_key): {stateful.rate:>10,.0f} records/s")
+    print(f"ratio running / stateless: {ratio:.2f} ({verdict} the {RATIO_TARGET} target)")
+    for name, figures in (("stateless", stateless), ("running", stateful)):
+        steady = figures.times[1:] or figures.times
+        print(
+            f"{name} processing per batch: p50 {statistics.median(steady):.2f}s, "
+            f"max {max(steady):.2f}s"
+        )
+    for seconds, keys in stateful.checkpoints:
+        print(f"checkpoint of {keys:,} keys: {seconds:.2f}s")
+
+
+# --- recovery with a million keys ----------------------------------------------------------------
+
+
+def recovery(args: argparse.Namespace, bootstrap: str, tmp: Path) -> list[float]:
+    """SIGKILL-to-next-completed-batch seconds of each kill, with `args.recovery_keys` of state."""
+    from recovery_bench import SteadyStream, measure_restart, print_row
+
+    from service.dev.brokers import create_topic
+    from service.dev.service_process import ServiceProcess
+
+    app = f"state_bench_{int(time.time())}"
+    topic = f"{app}.lines"
+    create_topic(bootstrap, topic, partitions=PARTITIONS)
+    words = vocabulary(args.recovery_keys)
+    print(f"preloading every one of {len(words):,} words into {topic} ...", flush=True)
+    preload_every_word(bootstrap, topic, words)
+    driver = ServiceProcess(recovery_config(app, bootstrap, tmp), tmp, name="driver")
+    # Steady lines of recovery_bench's small vocabulary: the state keeps its million keys and
+    # each batch updates a few hundred of them.
+    stream = SteadyStream(bootstrap, topic, seed=3)
+    seconds: list[float] = []
+    try:
+        stream.start()
+        driver.start()
+        wait_for_state(driver, args.recovery_keys)
+        for kill in range(1, args.kills + 1):
+            time.sleep(random.uniform(3.0, 6.0))  # noqa: S311 - benchmark timing
+            result = measure_restart(driver, kill)
+            print_row(result)
+            seconds.append(result.next_completed_s)
+            wait_for_state(driver, args.recovery_keys)
+    finally:
+        stream.stopping.set()
+        driver.kill()
+        stream.join(30)
+    return seconds
+
+
+def recovery_config(app: str, bootstrap: str, workdir: Path) -> dict[str, Any]:
+    return {
+        "app_id": app,
+        "job": "examples.running_totals:build",
+        "batch_interval_ms": INTERVAL_MS,
+        "default_partitions": 4,
+        "spark": {"master": "local[2,4]"},
+        "kafka": {"bootstrap_servers": bootstrap},
+        "sources": {
+            "lines": {
+                "topics": [f"{app}.lines"],
+                "starting_offsets": "earliest",
+                "max_rate_per_partition": 50_000,
+            }
+        },
+        "sinks": {"totals": {"type": "files", "path": str(workdir / "files")}},
+        "journal": {"type": "file", "path": str(workdir / "state" / "journal")},
+        "checkpoint": {
+            "path": str(workdir / "state" / "checkpoints"),
+            "interval_batches": RECOVERY_CHECKPOINT_EVERY,
+        },
+        "logging": {"format": "json", "level": "INFO"},
+    }
+
+
+def wait_for_state(driver: Any, keys: int, timeout_s: float = 600.0) -> None:
+    """Until a checkpoint of this driver process holds `keys` keys."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        body = driver.get("/metrics")
+        found = [float(v) for v in STATE_KEYS_METRIC.findall(body.decode())] if body else []
+        if found and sum(found) >= keys:
+            return
+        if not driver.running():
+            raise RuntimeError("the driver stopped\n" + driver.log_tail())
+        time.sleep(0.5)
+    msg = f"no checkpoint of {keys:,} keys within {timeout_s:.0f}s\n{driver.log_tail()}"
+    raise RuntimeError(msg)
+
+
+# --- main ----------------------------------------------------------------------------------------
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lines", type=int, default=1_000_000)
+    parser.add_argument("--keys", type=int, default=200_000, help="vocabulary of the throughput")
+    parser.add_argument("--batch-lines", default=",".join(str(n) for n in BATCH_LINES))
+    parser.add_argument("--recovery-keys", type=int, default=1_000_000)
+    parser.add_argument("--kills", type=int, default=3)
+    parser.add_argument("--skip-recovery", action="store_true")
+    args = parser.parse_args()
+    args.batch_sizes = [int(n) for n in args.batch_lines.split(",")]
+
+    from service.dev.brokers import kafka_endpoint
+
+    with kafka_endpoint(brokers=1) as bootstrap, tempfile.TemporaryDirectory() as tmp:
+        exact, per_million = throughput(args, bootstrap, Path(tmp) / "throughput")
+        if per_million:
+            print(
+                f"checkpoint seconds per million keys: median {statistics.median(per_million):.2f}"
+                f" (of {len(per_million)} checkpoints)"
+            )
+        if not args.skip_recovery:
+            kills = recovery(args, bootstrap, Path(tmp) / "recovery")
+            median = statistics.median(kills)
+            verdict = "meets" if median <= RECOVERY_TARGET_S else "misses"
+            print(
+                f"median SIGKILL -> next completed batch with {args.recovery_keys:,} keys of "
+                f"state: {median:.1f}s ({verdict} the {RECOVERY_TARGET_S:.0f}s target)"
+            )
+    return 0 if exact else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,99 @@
+"""`dstreams checkpoint show|verify`: inspect a stateful job's checkpoints without a driver.
+
+With the job's journal (`--file`, or `--kafka/--topic/--app`) they also say which checkpoints
+recovery may start from (the retained ones the journal names); without it, every checkpoint
+directory under `--path`. Neither command writes anything.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from service.cli.journal import _read, _source_options
+from service.graph.checkpoint_store import CheckpointError, CheckpointStore
+from service.journal.base import Journal, JournalState
+from service.journal.records import CheckpointRecord
+
+_PATH = click.option(
+    "--path",
+    "root",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="the checkpoint store (the job's checkpoint.path)",
+)
+
+
+@click.group()
+def checkpoint() -> None:
+    """Inspect a job's state checkpoints.
+
+    \b
+    Examples:
+      dstreams checkpoint show --path state/checkpoints --file state/journal
+      dstreams checkpoint verify --path state/checkpoints --file state/journal
+    """
+
+
+@checkpoint.command()
+@_PATH
+@_source_options
+def show(source: Journal, label: str, root: Path) -> None:
+    """Each checkpoint: batch time, pieces, records and bytes, and whether the journal uses it."""
+    store = CheckpointStore(root)
+    journaled = _retained(source)
+    times = sorted(set(store.batch_times()) | {r.batch_time for r in journaled})
+    if not times:
+        click.echo(f"{root}: no checkpoints")
+    for batch_time in times:
+        record = next((r for r in journaled if r.batch_time == batch_time), None)
+        role = "journaled" if record is not None else "not journaled (left by a crash)"
+        click.echo(f"batch {batch_time}: {role}")
+        for name, ref in _refs(store, batch_time, record).items():
+            try:
+                manifest = store.manifest(ref)
+                click.echo(
+                    f"  {name}: {manifest.partitions} partitions, "
+                    f"{manifest.total_records} records, {manifest.total_bytes} bytes"
+                )
+            except CheckpointError as error:
+                click.echo(f"  {name}: {error}")
+
+
+@checkpoint.command()
+@_PATH
+@_source_options
+def verify(source: Journal, label: str, root: Path) -> None:
+    """Read every part of the checkpoints recovery may use against its manifest (SHA-256);
+    exit 1 when none of them is usable."""
+    store = CheckpointStore(root)
+    journaled = [r for r in _retained(source) if r.refs]
+    if not journaled:
+        click.echo(f"{label}: the journal names no checkpoint with state; nothing to verify")
+        return
+    usable = 0
+    for record in journaled:
+        try:
+            for ref in record.refs.values():
+                store.verify(ref)
+            usable += 1
+            click.echo(f"batch {record.batch_time}: ok ({len(record.refs)} pieces)")
+        except CheckpointError as error:
+            click.echo(f"batch {record.batch_time}: damaged: {error}")
+    if not usable:
+        msg = f"{root}: no usable checkpoint; recovery would refuse to start"
+        raise click.ClickException(msg)
+
+
+def _retained(source: Journal) -> tuple[CheckpointRecord, ...]:
+    return JournalState.from_records(_read(source)).retained_checkpoints
+
+
+def _refs(
+    store: CheckpointStore, batch_time: int, record: CheckpointRecord | None
+) -> dict[str, str]:
+    if record is not None:
+        return dict(record.refs)
+    folder = store.root / str(batch_time)
+    return {p.name: f"{batch_time}/{p.name}" for p in sorted(folder.iterdir()) if p.is_dir()}

@@ -1,0 +1,334 @@
+"""The checkpoint store: state RDDs written as data (JSON lines), one file per partition.
+
+Layout under the store's root (`checkpoint.path`, a path every executor sees)::
+
+    <root>/<batch_time>/<piece>/part-00000.jsonl ... _manifest.json
+
+A *piece* is one RDD a stateful stream needs to carry on (its state, a window's remembered
+per-batch results, the previous window). Each task writes its partition to a temporary name,
+fsyncs and renames it, and reports a SHA-256 of the bytes; the driver then writes the piece's
+manifest the same way. Only when every manifest is durable does the driver journal
+`checkpoint(t, refs)` (see `service.driver.checkpoints`). Nothing here pickles: keys and values
+are JSON with tags for the Python types JSON lacks, so a new build (or a changed job function)
+reads old checkpoints. State may hold None, bool, int, float, str, bytes, and lists, tuples,
+dicts, sets and frozensets of those; any other type is refused when the checkpoint is written.
+
+The functions that run on executors are plain top-level functions with no Spark import.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from service.errors import DStreamsError
+
+MANIFEST = "_manifest.json"
+FORMATS = ("state", "pairs", "rows")
+_SIMPLE = (str, int, float, bool, type(None))
+
+
+class CheckpointError(DStreamsError):
+    """A checkpoint cannot be written, is missing, or does not match its manifest."""
+
+
+# --- values --------------------------------------------------------------------------------------
+
+
+def encode_value(value: Any) -> Any:
+    """`value` as JSON data; tuples, dicts, sets and bytes become one-key tagged objects."""
+    kind = type(value)
+    if kind in _SIMPLE:
+        return value
+    if kind is list:
+        return [encode_value(item) for item in value]
+    if kind is tuple:
+        return {"t": [encode_value(item) for item in value]}
+    if kind is dict:
+        return {"d": [[encode_value(k), encode_value(v)] for k, v in value.items()]}
+    if kind in (set, frozenset):
+        items = sorted((encode_value(item) for item in value), key=repr)
+        return {"s" if kind is set else "f": items}
+    if kind is bytes:
+        return {"b": base64.b64encode(value).decode()}
+    msg = (
+        f"state holds a {kind.__module__}.{kind.__qualname__}, which a checkpoint cannot store "
+        "as data; expected None, bool, int, float, str, bytes or lists, tuples, dicts and sets "
+        "of those. Convert the state to such values (e.g. a dataclass to a tuple or dict)."
+    )
+    raise CheckpointError(msg)
+
+
+def decode_value(data: Any) -> Any:
+    """Inverse of `encode_value`."""
+    if type(data) in _SIMPLE:
+        return data
+    if type(data) is list:
+        return [decode_value(item) for item in data]
+    ((tag, body),) = data.items()
+    if tag == "t":
+        return tuple(decode_value(item) for item in body)
+    if tag == "d":
+        return {decode_value(k): decode_value(v) for k, v in body}
+    if tag == "s":
+        return {decode_value(item) for item in body}
+    if tag == "f":
+        return frozenset(decode_value(item) for item in body)
+    if tag == "b":
+        return base64.b64decode(body)
+    msg = f"checkpoint value has unknown tag {tag!r}; it was written by a newer dstreams"
+    raise CheckpointError(msg)
+
+
+def encode_row(fmt: str, row: Any) -> str:
+    """One record as a JSON line: `[key, value, touched]` (state), `[key, value]`, or a row."""
+    if fmt == "state":
+        key, (_kind, value, touched) = row
+        data: Any = [encode_value(key), encode_value(value), touched]
+    elif fmt == "pairs":
+        data = [encode_value(row[0]), encode_value(row[1])]
+    else:
+        data = encode_value(row)
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+
+
+def decode_row(fmt: str, line: str) -> Any:
+    from service.graph.state_functions import KEEP
+
+    data = json.loads(line)
+    if fmt == "state":
+        return (decode_value(data[0]), (KEEP, decode_value(data[1]), int(data[2])))
+    if fmt == "pairs":
+        return (decode_value(data[0]), decode_value(data[1]))
+    return decode_value(data)
+
+
+# --- executor side -------------------------------------------------------------------------------
+
+
+def part_name(index: int) -> str:
+    return f"part-{index:05d}.jsonl"
+
+
+def write_partition(
+    directory: str, fmt: str, index: int, rows: Iterable[Any]
+) -> Iterator[tuple[int, int, int, str]]:
+    """Writes one partition to a temporary name, fsyncs, renames; `(index, records, bytes,
+    sha256)`. A retried or speculative task writes the same bytes to the same final name."""
+    folder = Path(directory)
+    folder.mkdir(parents=True, exist_ok=True)
+    final = folder / part_name(index)
+    temp = folder / f".{final.name}.{os.getpid()}.tmp"
+    digest = hashlib.sha256()
+    records = size = 0
+    with temp.open("wb") as out:
+        for row in rows:
+            line = (encode_row(fmt, row) + "\n").encode()
+            out.write(line)
+            digest.update(line)
+            records += 1
+            size += len(line)
+        out.flush()
+        os.fsync(out.fileno())
+    temp.replace(final)
+    yield (index, records, size, digest.hexdigest())
+
+
+def read_partition(directory: str, fmt: str, pairs: Iterable[Any]) -> Iterator[Any]:
+    """Reads the part files named by the partition numbers in `pairs` (one per task)."""
+    for index, _ in pairs:
+        with (Path(directory) / part_name(index)).open(encoding="utf-8") as lines:
+            for line in lines:
+                yield decode_row(fmt, line)
+
+
+# --- manifests and the store ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PieceManifest:
+    """What a piece's directory must hold: one part per partition, with its size and hash."""
+
+    fmt: str
+    partitions: int
+    records: tuple[int, ...]
+    sizes: tuple[int, ...]
+    sha256: tuple[str, ...]
+
+    @property
+    def total_records(self) -> int:
+        return sum(self.records)
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(self.sizes)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "v": 1,
+            "format": self.fmt,
+            "partitions": self.partitions,
+            "records": list(self.records),
+            "sizes": list(self.sizes),
+            "sha256": list(self.sha256),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PieceManifest:
+        return cls(
+            str(data["format"]),
+            int(data["partitions"]),
+            tuple(int(n) for n in data["records"]),
+            tuple(int(n) for n in data["sizes"]),
+            tuple(str(h) for h in data["sha256"]),
+        )
+
+    @classmethod
+    def from_reports(cls, fmt: str, reports: list[tuple[int, int, int, str]]) -> PieceManifest:
+        ordered = sorted(reports)
+        if [r[0] for r in ordered] != list(range(len(ordered))):
+            msg = f"checkpoint piece reports partitions {[r[0] for r in ordered]}; expected 0..n-1"
+            raise CheckpointError(msg)
+        return cls(
+            fmt,
+            len(ordered),
+            tuple(r[1] for r in ordered),
+            tuple(r[2] for r in ordered),
+            tuple(r[3] for r in ordered),
+        )
+
+
+class CheckpointStore:
+    """Checkpoint directories under one root; see the module docstring for the layout."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+
+    def piece_ref(self, batch_time: int, piece: str) -> str:
+        """The reference journaled for a piece: its directory relative to the root."""
+        return f"{batch_time}/{piece}"
+
+    def path(self, ref: str) -> Path:
+        return self.root / ref
+
+    def write_pieces(self, sc: Any, pieces: list[tuple[Any, str, str]]) -> dict[str, PieceManifest]:
+        """Writes `(rdd, ref, fmt)` pieces in one Spark job (task by task, temp name, fsync,
+        rename), then each piece's durable manifest; returns the manifests by ref."""
+        if not pieces:
+            return {}
+        jobs = []
+        for number, (rdd, ref, fmt) in enumerate(pieces):
+            directory = self.path(ref)
+            if directory.exists():
+                shutil.rmtree(directory)  # left by an attempt that crashed before journaling
+            directory.mkdir(parents=True)
+            write = partial(write_partition, str(directory), fmt)
+            jobs.append(rdd.mapPartitionsWithIndex(write).map(partial(_numbered, number)))
+        reports: dict[int, list[tuple[int, int, int, str]]] = {n: [] for n in range(len(pieces))}
+        for number, report in (jobs[0] if len(jobs) == 1 else sc.union(jobs)).collect():
+            reports[number].append(report)
+        manifests = {}
+        for number, (_rdd, ref, fmt) in enumerate(pieces):
+            manifest = PieceManifest.from_reports(fmt, reports[number])
+            _write_durably(self.path(ref) / MANIFEST, json.dumps(manifest.to_json()).encode())
+            _fsync_dir(self.path(ref))
+            manifests[ref] = manifest
+        return manifests
+
+    def sync(self, batch_time: int) -> None:
+        """Makes the checkpoint directory's entries durable (after every piece is written)."""
+        _fsync_dir(self.root / str(batch_time))
+        _fsync_dir(self.root)
+
+    def manifest(self, ref: str) -> PieceManifest:
+        path = self.path(ref) / MANIFEST
+        try:
+            return PieceManifest.from_json(json.loads(path.read_text()))
+        except FileNotFoundError:
+            msg = f"checkpoint piece {ref!r} has no manifest at {path}; it is missing"
+            raise CheckpointError(msg) from None
+        except (ValueError, KeyError, TypeError) as error:
+            msg = f"checkpoint manifest {path} is unreadable: {error!r}"
+            raise CheckpointError(msg) from error
+
+    def verify(self, ref: str, read_data: bool = True) -> PieceManifest:
+        """Checks a piece against its manifest (every part there, sizes and, with `read_data`,
+        SHA-256); raises `CheckpointError` saying what is wrong."""
+        manifest = self.manifest(ref)
+        for index in range(manifest.partitions):
+            part = self.path(ref) / part_name(index)
+            if not part.exists():
+                msg = f"checkpoint piece {ref!r}: {part.name} is missing"
+                raise CheckpointError(msg)
+            if part.stat().st_size != manifest.sizes[index]:
+                msg = (
+                    f"checkpoint piece {ref!r}: {part.name} holds {part.stat().st_size} bytes, "
+                    f"its manifest says {manifest.sizes[index]}"
+                )
+                raise CheckpointError(msg)
+            if read_data and _sha256(part) != manifest.sha256[index]:
+                msg = f"checkpoint piece {ref!r}: {part.name} does not match its SHA-256"
+                raise CheckpointError(msg)
+        return manifest
+
+    def load(self, sc: Any, ref: str, manifest: PieceManifest) -> Any:
+        """The piece as an RDD with one partition per part file, partition `p` reading file `p`.
+
+        Keyed pieces were written from RDDs hash-partitioned into `partitions`, so partition `p`
+        holds exactly the keys that hash to `p`: `partitionBy` over the partition numbers
+        (small ints hash to themselves) gives Spark that partitioner without moving any state,
+        and later unions with the same partitioning need no shuffle.
+        """
+        count = manifest.partitions
+        numbers = sc.parallelize([(p, None) for p in range(count)], count)
+        read = partial(read_partition, str(self.path(ref)), manifest.fmt)
+        if manifest.fmt == "rows":
+            # Unkeyed rows (a plain window's batches) carry no partitioner, like the originals.
+            return numbers.mapPartitions(read)
+        return numbers.partitionBy(count).mapPartitions(read, preservesPartitioning=True)
+
+    def batch_times(self) -> list[int]:
+        """Batch times with a checkpoint directory, oldest first."""
+        if not self.root.exists():
+            return []
+        return sorted(int(p.name) for p in self.root.iterdir() if p.name.isdigit())
+
+    def delete(self, batch_time: int) -> None:
+        shutil.rmtree(self.root / str(batch_time), ignore_errors=True)
+
+
+def _numbered(number: int, report: Any) -> tuple[int, Any]:
+    return (number, report)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as data:
+        for block in iter(lambda: data.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _write_durably(path: Path, body: bytes) -> None:
+    temp = path.with_name(f".{path.name}.tmp")
+    with temp.open("wb") as out:
+        out.write(body)
+        out.flush()
+        os.fsync(out.fileno())
+    temp.replace(path)
+
+
+def _fsync_dir(path: Path) -> None:
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)

@@ -1,0 +1,133 @@
+"""State operators: `update_state_by_key` and `map_with_state` (the paper's `track`).
+
+The state at batch `t` is an RDD hash-partitioned by key into a fixed number of partitions
+(with the fixed `PYTHONHASHSEED`, partition `p` holds the same keys on every run and replay),
+computed from the state at the previous batch and the batch's input, partition by partition:
+the previous state and the batch's values, shuffled into the same partitioning, are unioned
+partition by partition (no shuffle of the state) and merged by a plain function of
+`service.graph.state_functions`. Only the latest state stays persisted: the one before it is
+released once a job has materialized the latest (see `stateful.release_superseded`), and a
+checkpoint replaces the latest by its copy read back from the checkpoint store, which cuts the
+lineage.
+
+Timeouts are measured in batch time: a key is idle since the batch of its last value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from functools import partial
+from typing import Any
+
+from service.graph import state_functions as fn
+from service.graph.base import RDD, BatchStream, GraphContext
+from service.graph.plan import BatchPlan
+from service.graph.state_spec import StateSpec
+from service.graph.stateful import (
+    Piece,
+    StatefulComputation,
+    persist,
+    release,
+    release_superseded,
+    union_partitioned,
+)
+
+Merge = Callable[[int, Iterable[Any]], Iterator[Any]]
+
+
+class KeyedState(StatefulComputation):
+    """The state records of every batch (see `state_functions`); users see them through
+    `service.graph.dstream.StateView`s."""
+
+    def __init__(
+        self,
+        ctx: GraphContext,
+        parent: BatchStream,
+        kind: str,
+        merge: Merge,
+        partitions: int,
+        initial: Iterable[tuple[Any, Any]] | None,
+    ) -> None:
+        super().__init__(ctx, parent, kind)
+        self.partitions = partitions
+        self.params.update(partitions=partitions, initial=initial is not None)
+        self._merge = merge
+        self._initial = list(initial) if initial is not None else None
+        self._states: list[tuple[int, RDD]] = []
+        self._may_have_state = bool(self._initial)
+
+    def compute(self, plan: BatchPlan) -> RDD:
+        t = plan.batch_time
+        self.decide_empty(t, self.parent.is_empty(plan) and not self._may_have_state)
+        if self._states and self._states[-1][0] >= t:
+            msg = (
+                f"{self.kind}: state of batch {t} asked for after batch {self._states[-1][0]}; "
+                "state advances one batch at a time, in order"
+            )
+            raise fn.StateError(msg)
+        inputs = [self._previous(t)] if self._states or self._initial else []
+        if not self.parent.is_empty(plan):
+            # Tagging keeps the partitioning, so input already hash-partitioned like the state
+            # (e.g. a reduce by key with the same partition count) is not shuffled again.
+            tagged = self.parent.rdd_at(plan).mapPartitionsWithIndex(
+                fn.tag_new_values, preservesPartitioning=True
+            )
+            inputs.append(tagged.partitionBy(self.partitions))
+            self._may_have_state = True
+        if not inputs:
+            return self.ctx.sc.emptyRDD()
+        union = union_partitioned(self.ctx.sc, inputs)
+        merged = persist(union.mapPartitions(partial(self._merge, t), preservesPartitioning=True))
+        self._states = [*self._states, (t, merged)]
+        return merged
+
+    @property
+    def latest(self) -> RDD | None:
+        """The state RDD of the latest batch computed (or restored), if any."""
+        return self._states[-1][1] if self._states else None
+
+    def _previous(self, t: int) -> RDD:
+        if self._states:
+            return self._states[-1][1]
+        start = partial(fn.initial_entries, t)
+        rows = self.ctx.sc.parallelize(self._initial or [], self.partitions)
+        return rows.mapPartitions(start).partitionBy(self.partitions)
+
+    def forget(self, batch_time: int) -> None:
+        self._states = release_superseded(self._states)
+
+    def checkpoint_pieces(self, batch_time: int) -> list[Piece]:
+        if not self._states:
+            rdd = self._previous(batch_time)
+        else:
+            rdd = self._states[-1][1].filter(fn.is_state_entry)
+        return [Piece("state", rdd, "state")]
+
+    def restore(self, batch_time: int, pieces: dict[str, RDD]) -> None:
+        for _, rdd in self._states:
+            release(rdd)
+        self._states = [(batch_time, persist(pieces["state"]))]
+        self._may_have_state = True
+
+
+def updated_state(
+    ctx: GraphContext,
+    parent: BatchStream,
+    update_fn: fn.UpdateFunction,
+    partitions: int,
+    initial: Iterable[tuple[Any, Any]] | None,
+) -> KeyedState:
+    """`update_state_by_key`'s state: `update_fn(new_values, state) -> state | None` for every
+    key with new values or state, every batch; None removes the key."""
+    merge = partial(fn.update_state_partition, update_fn)
+    return KeyedState(ctx, parent, "update_state_by_key", merge, partitions, initial)
+
+
+def mapped_state(
+    ctx: GraphContext, parent: BatchStream, spec: StateSpec, partitions: int
+) -> KeyedState:
+    """`map_with_state`'s state, with the records `spec.function` returns beside it."""
+    merge = partial(fn.map_with_state_partition, spec.function, spec.timeout_ms)
+    state = KeyedState(ctx, parent, "map_with_state", merge, partitions, spec.initial)
+    state.params["timeout_ms"] = spec.timeout_ms
+    return state

@@ -1,0 +1,65 @@
+"""Prometheus metrics of stateful streams and checkpoints (registered by `Metrics`).
+
+Per stateful stream (label `stream`, bounded by the graph): keys and bytes of state as of the
+latest checkpoint (counting them every batch would cost a Spark job). Checkpoints: seconds and
+bytes per checkpoint (histograms), the batch time of the latest one (time since it is
+`time() - dstreams_last_checkpoint_timestamp_seconds`), and completed batches whose state was
+recomputed during recovery.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+# A checkpoint writes every state partition once: from milliseconds to minutes for huge state.
+CHECKPOINT_SECONDS_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+CHECKPOINT_BYTES_BUCKETS = tuple(float(4**n * 1024) for n in range(0, 13))  # 1 KiB .. 16 GiB
+
+
+class StateMetrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        r = registry
+        self._seconds = Histogram(
+            "dstreams_checkpoint_seconds",
+            "Time to write a checkpoint (files, journal record, lineage cut).",
+            buckets=CHECKPOINT_SECONDS_BUCKETS,
+            registry=r,
+        )
+        self._bytes = Histogram(
+            "dstreams_checkpoint_bytes",
+            "Bytes written by a checkpoint.",
+            buckets=CHECKPOINT_BYTES_BUCKETS,
+            registry=r,
+        )
+        self._last = Gauge(
+            "dstreams_last_checkpoint_timestamp_seconds",
+            "Wall-clock time the latest checkpoint was journaled, in seconds since the epoch.",
+            registry=r,
+        )
+        self._keys = Gauge(
+            "dstreams_state_keys", "Keys of state at the latest checkpoint.", ["stream"], registry=r
+        )
+        self._state_bytes = Gauge(
+            "dstreams_state_bytes",
+            "Bytes of a stream's checkpointed state (an estimate of its size in memory).",
+            ["stream"],
+            registry=r,
+        )
+        self._recomputed = Counter(
+            "dstreams_recovery_recomputed_batches_total",
+            "Completed batches whose state recovery recomputed from the journal.",
+            registry=r,
+        )
+
+    def checkpoint_written(
+        self, seconds: float, size: int, at: float, streams: dict[str, dict[str, int]]
+    ) -> None:
+        self._seconds.observe(seconds)
+        self._bytes.observe(size)
+        self._last.set(at)
+        for name, figures in streams.items():
+            self._keys.labels(name).set(figures.get("keys", 0))
+            self._state_bytes.labels(name).set(figures.get("bytes", 0))
+
+    def recomputed(self, batches: int) -> None:
+        self._recomputed.inc(batches)

@@ -1,0 +1,93 @@
+"""The checkpoint store without Spark: the data-only value format, part files and manifests,
+damage detection, and `dstreams checkpoint show|verify`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from service.cli.checkpoint import checkpoint
+from service.graph.checkpoint_store import (
+    MANIFEST,
+    CheckpointError,
+    CheckpointStore,
+    PieceManifest,
+    decode_row,
+    decode_value,
+    encode_row,
+    encode_value,
+    write_partition,
+)
+from service.graph.state_functions import KEEP
+from service.journal.file import FileJournal
+from service.journal.records import CheckpointRecord
+
+
+@pytest.mark.parametrize(
+    "value",
+    [None, True, 3, 2.5, "wörd", [1, [2]], (1, "a"), {"k": (1, 2), 3: None}, {1, 2},
+     frozenset({"a"}), b"\x00\xff", {"t": [1]}],
+)  # fmt: skip
+def test_values_round_trip_as_json_data(value: object) -> None:
+    encoded = encode_value(value)
+    assert decode_value(json.loads(json.dumps(encoded))) == value
+    assert type(decode_value(json.loads(json.dumps(encoded)))) is type(value)
+
+
+class Session:
+    pass
+
+
+def test_state_of_other_types_is_refused_with_what_to_do() -> None:
+    with pytest.raises(CheckpointError, match=r"Session.*Convert the state"):
+        encode_value([Session()])
+
+
+def test_state_rows_keep_key_value_and_touched_time() -> None:
+    row = (("user", 7), (KEEP, {"n": 2}, 1_000))
+    assert decode_row("state", encode_row("state", row)) == row
+
+
+def write_piece(store: CheckpointStore, ref: str, parts: list[list[object]]) -> None:
+    reports = [
+        next(write_partition(str(store.path(ref)), "pairs", index, rows))
+        for index, rows in enumerate(parts)
+    ]
+    manifest = PieceManifest.from_reports("pairs", reports)
+    (store.path(ref) / MANIFEST).write_text(json.dumps(manifest.to_json()))
+
+
+def test_verify_finds_a_changed_part(tmp_path: Path) -> None:
+    store = CheckpointStore(tmp_path)
+    write_piece(store, "5000/s1-x", [[("a", 1)], [("b", 2), ("c", 3)]])
+    assert store.verify("5000/s1-x").total_records == 3
+    part = store.path("5000/s1-x") / "part-00001.jsonl"
+    part.write_text(part.read_text().replace("2", "9"))
+    with pytest.raises(CheckpointError, match="part-00001.jsonl does not match its SHA-256"):
+        store.verify("5000/s1-x")
+    part.unlink()
+    with pytest.raises(CheckpointError, match="part-00001.jsonl is missing"):
+        store.verify("5000/s1-x")
+
+
+def test_cli_show_and_verify(tmp_path: Path) -> None:
+    store = CheckpointStore(tmp_path / "checkpoints")
+    write_piece(store, "5000/s1-x", [[("a", 1)]])
+    journal_path = tmp_path / "journal"
+    with FileJournal(journal_path, owner="test") as journal:
+        epoch = journal.open()
+        journal.append(CheckpointRecord(epoch, 5000, {"s1-x": "5000/s1-x"}))
+    args = ["--path", str(store.root), "--file", str(journal_path)]
+    shown = CliRunner().invoke(checkpoint, ["show", *args])
+    assert shown.exit_code == 0, shown.output
+    assert "batch 5000: journaled" in shown.output
+    assert "s1-x: 1 partitions, 1 records" in shown.output
+    verified = CliRunner().invoke(checkpoint, ["verify", *args])
+    assert verified.exit_code == 0 and "batch 5000: ok" in verified.output
+    (store.path("5000/s1-x") / "part-00000.jsonl").write_text("[]\n")
+    damaged = CliRunner().invoke(checkpoint, ["verify", *args])
+    assert damaged.exit_code == 1
+    assert "no usable checkpoint" in damaged.output
