@@ -1,6 +1,8 @@
-# syntax=docker/dockerfile:1
 # dstreams service image. Build from the repository root:
 #   docker build -t dstreams:0.1.0 .
+# or, where no public image registry is reachable, `make image` (service/dev/images.py): the same
+# file on a Debian base built locally, with the Python dependencies as wheels in the build context
+# and no network inside the build.
 #
 # Two stages: the builder installs the project into a virtualenv (it needs pip and build tools the
 # service never uses); the runtime stage copies only that venv onto a slim base with a Java runtime.
@@ -10,18 +12,28 @@
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 FROM ${PYTHON_IMAGE} AS builder
-ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
-RUN python -m venv /opt/venv
+# PIP_FIND_LINKS: wheels in the build context under wheelhouse/ are used first. An offline build
+# brings all of them and sets the build argument PIP_NO_INDEX=1; a plain `docker build .` has
+# none, and pip downloads from PyPI.
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_FIND_LINKS=/wheelhouse
+ARG PIP_NO_INDEX
+RUN python3 -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH
 WORKDIR /src
-# Only what `pip install .` reads, so an edit to tests or docs does not invalidate this layer.
+# README.md is named too because COPY needs one source that exists when wheelhouse/ does not.
+COPY README.md wheelhous[e] /wheelhouse/
 COPY pyproject.toml README.md ./
+# The dependencies get their own layer, before the source: an edit to the source reuses it.
+RUN pip install --upgrade pip \
+    && python -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' >/tmp/requirements.txt \
+    && pip install -r /tmp/requirements.txt
+# Only what `pip install .` reads, so an edit to tests or docs does not invalidate this layer.
 COPY service/ service/
 COPY connectors/ connectors/
 COPY sinks/ sinks/
 # No dev extras: pytest, ruff and mypy stay out of the image. pip compiles .pyc files here, which
 # matters because the pod runs with a read-only root filesystem and could not write them later.
-RUN pip install --upgrade pip && pip install .
+RUN pip install --no-deps .
 
 FROM ${PYTHON_IMAGE} AS runtime
 ARG VERSION=0.1.0
@@ -33,12 +45,15 @@ LABEL org.opencontainers.image.title="dstreams" \
       org.opencontainers.image.licenses="Apache-2.0"
 
 # openjdk-17-jre-headless: PySpark's driver starts a JVM. tini: see ENTRYPOINT below.
-# The man1 directory works around the JRE's postinst failing on slim images that strip man pages.
-RUN mkdir -p /usr/share/man/man1 \
-    && apt-get update \
-    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-        openjdk-17-jre-headless tini \
-    && rm -rf /var/lib/apt/lists/*
+# Installed only when the base lacks them: the locally built base already holds both, and its
+# build has no network. The man1 directory works around the JRE's postinst failing on slim
+# images that strip man pages.
+RUN dpkg -s openjdk-17-jre-headless tini >/dev/null 2>&1 \
+    || { mkdir -p /usr/share/man/man1 \
+         && apt-get update \
+         && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+             openjdk-17-jre-headless tini \
+         && rm -rf /var/lib/apt/lists/*; }
 
 # Fixed UID/GID so the chart's securityContext and PersistentVolume ownership (fsGroup) can name it.
 RUN groupadd --system --gid 10001 dstreams \
@@ -58,7 +73,9 @@ COPY examples/ examples/
 # PYTHONHASHSEED: hash partitioning must put a key in the same partition on every replay, on the
 #   driver and in every Python worker (exactly-once depends on it).
 # PYTHONUNBUFFERED: JSON log lines reach the container log as they are written, not at exit.
-# SPARK_LOCAL_IP: Spark runs in local mode inside the pod and must not bind the pod IP.
+# SPARK_LOCAL_IP is left unset: dstreams pins local mode to loopback itself, and Spark on Kubernetes
+#   (the chart's spark.mode kubernetes) runs executor pods from this image, which must bind their
+#   pod IP.
 # PYTHONPATH: jobs are named module:function (e.g. examples.wordcount:build); the `dstreams`
 #   entry point does not put the working directory on sys.path, so /app is put there explicitly.
 ENV PATH=/opt/venv/bin:$PATH \
@@ -66,8 +83,7 @@ ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONPATH=/app \
-    DSTREAMS_CONFIG_DIR=/app/config \
-    SPARK_LOCAL_IP=127.0.0.1
+    DSTREAMS_CONFIG_DIR=/app/config
 
 USER 10001:10001
 EXPOSE 8080

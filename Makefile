@@ -6,8 +6,19 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.stamp-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 PACKAGES := service connectors sinks
 PYTEST_ARGS ?=
+# The Kafka tests that run a second time, on the Testcontainers broker, in `make test`: the
+# transactions, the exactly-once sinks, and the service on the Kafka journal, over HTTP and
+# under SIGTERM.
+CONTAINER_KAFKA_TESTS ?= tests/kafka/test_transactions.py tests/kafka/test_kafka_sink.py \
+	tests/kafka/test_kafka_journal_service.py tests/kafka/test_service_http.py \
+	tests/kafka/test_graceful_stop.py
+# The container tier: a Docker engine (started when none answers, see service/dev/docker_engine.py),
+# the local Kafka image under Testcontainers, and the dstreams image run as the Helm chart runs it.
+TEST_CONTAINERS := DSTREAMS_KAFKA_BACKEND=testcontainers $(PY) -m pytest tests/containers \
+	$(CONTAINER_KAFKA_TESTS)
 
-.PHONY: venv sysdeps lint format typecheck test test-fast demo bench bench-recovery bench-state soak clean
+.PHONY: venv sysdeps lint format typecheck test test-fast test-containers image demo bench \
+	bench-recovery bench-state soak clean
 
 venv: $(STAMP)
 
@@ -35,7 +46,16 @@ typecheck: venv
 	$(VENV)/bin/mypy $(PACKAGES)
 
 test: lint typecheck sysdeps
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest --ignore=tests/containers $(PYTEST_ARGS)
+	$(TEST_CONTAINERS) $(PYTEST_ARGS)
+
+test-containers: venv sysdeps
+	$(TEST_CONTAINERS) $(PYTEST_ARGS)
+
+# The dstreams image (and the local base it stands on), built only when its content changed.
+# DSTREAMS_IMAGE_BASES=public builds from python:3.11-slim-bookworm where it can be pulled.
+image: venv sysdeps
+	$(PY) -m service.dev.images dstreams
 
 test-fast: venv
 	$(PY) -m pytest -m unit $(PYTEST_ARGS)
@@ -45,6 +65,8 @@ demo: venv sysdeps
 
 bench: venv sysdeps
 	$(PY) bench/wordcount_bench.py
+	$(PY) bench/cluster_bench.py
+	$(PY) bench/ingest_bench.py
 
 bench-recovery: venv sysdeps
 	$(PY) bench/recovery_bench.py
@@ -58,6 +80,7 @@ soak: venv sysdeps
 	DSTREAMS_LONG_RUN_BATCHES=1000 $(PY) -m pytest tests/spark/test_state_long_run.py $(PYTEST_ARGS)
 	DSTREAMS_STATE_CHAOS_LINES=200000 DSTREAMS_STATE_CHAOS_KILLS=10 \
 		$(PY) -m pytest tests/chaos/test_state_chaos.py $(PYTEST_ARGS)
+	DSTREAMS_SOAK=1 $(PY) -m pytest tests/chaos/test_replication_faults.py $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

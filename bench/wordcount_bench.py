@@ -6,7 +6,10 @@ vocabulary, 4 partitions) on the local broker in the same run:
 - baseline: one process, a confluent-kafka consumer and `collections.Counter`, no guarantees;
 - dstreams read-only: the Kafka source and a count per batch (the cost of getting records in);
 - dstreams word count: the example job with the full batch lifecycle, batches run back to back
-  (as the scheduler does when it is behind), so the figure is steady-state capacity.
+  (as the scheduler does when it is behind), so the figure is steady-state capacity;
+- dstreams word count over Avro: the same lines as Avro strings (plain Avro binary, .avsc-style
+  writer schema) in their own topic, decoded with fastavro; its ratio to the UTF-8 word count at
+  the same batch size is the cost of Avro decoding.
 
 Before the measured passes, a word count over a separate 1,000,000-line topic warms Spark up (JVM
 compilation, Python workers, Kafka clients), as a long-running service is warm.
@@ -18,12 +21,14 @@ Usage: python bench/wordcount_bench.py [--lines N] [--batch-lines 100000,200000,
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import statistics
 import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +61,9 @@ def zipf_vocabulary(rng: random.Random) -> tuple[list[str], list[float]]:
     return words, weights
 
 
-def preload(bootstrap: str, topic: str, lines: int) -> None:
+def preload(
+    bootstrap: str, topic: str, lines: int, encode: Callable[[str], bytes] = str.encode
+) -> None:
     from confluent_kafka import Producer
 
     rng = random.Random(1)  # noqa: S311 - benchmark data
@@ -69,7 +76,7 @@ def preload(bootstrap: str, topic: str, lines: int) -> None:
         picked = rng.choices(words, weights, k=chunk * WORDS_PER_LINE)
         for i in range(min(chunk, lines - start)):
             line = " ".join(picked[i * WORDS_PER_LINE : (i + 1) * WORDS_PER_LINE])
-            producer.produce(topic, line.encode(), partition=(start + i) % PARTITIONS)
+            producer.produce(topic, encode(line), partition=(start + i) % PARTITIONS)
             if i % 1000 == 0:
                 producer.poll(0)
     if producer.flush(120) != 0:
@@ -104,7 +111,13 @@ def baseline(bootstrap: str, topic: str, lines: int) -> tuple[float, Counter[str
 
 
 def run_dstreams(
-    sc: Any, bootstrap: str, topic: str, workdir: Path, read_only: bool, batch_lines: int
+    sc: Any,
+    bootstrap: str,
+    topic: str,
+    workdir: Path,
+    read_only: bool,
+    batch_lines: int,
+    codec: Any = None,
 ) -> tuple[float, list[float], Counter[str]]:
     """Runs batches back to back until the topic is drained.
 
@@ -113,13 +126,16 @@ def run_dstreams(
     """
     ctx = StreamingContext(sc, "bench-" + workdir.name, INTERVAL_MS, default_partitions=4)
     ctx.input_counters = sc.accumulator({}, CountersParam())
-    lines = ctx.kafka_stream(
+    source = ctx.kafka_stream(
         "lines",
         {"bootstrap.servers": bootstrap, "group.id": "bench"},
         topics=[topic],
         starting_offsets=StartingOffsets.earliest(),
         max_rate_per_partition=batch_lines // PARTITIONS,
-    ).values()
+    )
+    if codec is not None:
+        source.decode_with(codec)
+    lines = source.values()
     sink = FileSink(workdir / "out")
     if read_only:
         lines.count().write("counted", sink)
@@ -209,8 +225,10 @@ def main() -> int:
         # pass runs on interpreted JVM code and its figure mixes start-up with steady state.
         run_dstreams(sc, bootstrap, warm_topic, Path(tmp) / "warm-up", False, batch_sizes[0])
         fitting: dict[int, float] = {}
+        utf8: dict[int, float] = {}
         for n in batch_sizes:
             word_count = run_dstreams(sc, bootstrap, topic, Path(tmp) / f"w{n}", False, n)
+            utf8[n] = word_count[0]
             read_only = run_dstreams(sc, bootstrap, topic, Path(tmp) / f"r{n}", True, n)
             report_pass(n, base_rate, word_count, read_only)
             same = word_count[2] == expected
@@ -219,9 +237,43 @@ def main() -> int:
             steady = word_count[1][1:]
             if len(steady) >= MIN_STEADY_BATCHES and max(steady) <= INTERVAL_MS / 1000:
                 fitting[n] = word_count[0] / base_rate
+        n = batch_sizes[0]
+        avro_exact = avro_pass(sc, bootstrap, topic, Path(tmp), args.lines, n, expected, utf8[n])
+        exact = exact and avro_exact
         sc.stop()
     report_capacity(fitting)
     return 0 if exact else 1
+
+
+def avro_pass(
+    sc: Any,
+    bootstrap: str,
+    topic: str,
+    tmp: Path,
+    lines: int,
+    batch_lines: int,
+    expected: Counter[str],
+    utf8_rate: float,
+) -> bool:
+    """The word count over the same lines in Avro; prints its ratio to the UTF-8 word count."""
+    from connectors.avro import AvroDecoder, AvroEncoder
+    from service.dev.brokers import create_topic
+
+    schema = json.dumps("string")
+    avro_topic = topic + "-avro"
+    create_topic(bootstrap, avro_topic, partitions=PARTITIONS)
+    preload(bootstrap, avro_topic, lines, AvroEncoder(schema))
+    decoder = AvroDecoder(writer_schema=schema)
+    rate, times, counts = run_dstreams(
+        sc, bootstrap, avro_topic, tmp / "avro", False, batch_lines, decoder
+    )
+    print(f"-- Avro values (fastavro), batches of up to {batch_lines:,} lines")
+    print(f"dstreams word count over Avro:                   {rate:>10,.0f} records/s")
+    print(f"ratio Avro / UTF-8 word count (same run): {rate / utf8_rate:.2f}")
+    print(f"Avro word-count processing per batch p50 {statistics.median(times[1:]):.2f}s")
+    same = counts == expected
+    print(f"Avro word totals equal the baseline's: {same}", flush=True)
+    return same
 
 
 def report_capacity(ratio_by_batch_lines: dict[int, float]) -> None:

@@ -62,9 +62,8 @@ def decode_json(raw: bytes | None) -> Any:
         raise DecodeError(msg) from None
 
 
-# Avro (issue: schema registry) needs settings (registry URL, reader schema), so it will be
-# registered here as a factory built from config rather than as a plain function; `get_codec`
-# keeps its signature and the reader keeps passing codecs by name.
+# Avro needs settings (a schema file or a registry), so it is not here: `connectors.avro` builds an
+# `AvroDecoder` from config and the source passes that object where a codec name would go.
 _CODECS: dict[str, Codec] = {
     "bytes": decode_bytes,
     "utf-8": decode_utf8,
@@ -88,6 +87,21 @@ def get_codec(name: str) -> Codec:
     return codec
 
 
+class KeyedCodec:
+    """Decodes values with `value` and keys with `key` (the reader reads `key_codec`).
+
+    A record whose key does not decode fails like one whose value does not, with a reason that
+    starts with `key: `.
+    """
+
+    def __init__(self, value: str | Codec, key: str | Codec) -> None:
+        self.value = value
+        self.key_codec = resolve_codec(key)
+
+    def __call__(self, raw: bytes | None) -> Any:
+        return resolve_codec(self.value)(raw)
+
+
 class ParsingCodec:
     """A codec followed by a user's per-record function, as one decoder.
 
@@ -96,12 +110,14 @@ class ParsingCodec:
     The reason starts with the exception type in brackets, e.g. `[KeyError] 'price'`.
     """
 
-    def __init__(self, codec_name: str, function: Callable[[Any], Any]) -> None:
-        self.codec_name = codec_name
+    def __init__(self, codec: str | Codec, function: Callable[[Any], Any]) -> None:
+        self.codec = codec
         self.function = function
+        # Keys are decoded as the wrapped codec says.
+        self.key_codec: Codec | None = getattr(codec, "key_codec", None)
 
     def __call__(self, raw: bytes | None) -> Any:
-        value = get_codec(self.codec_name)(raw)
+        value = resolve_codec(self.codec)(raw)
         try:
             return self.function(value)
         except Exception as exc:  # any failure of user code makes the record a dead letter

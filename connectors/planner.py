@@ -191,6 +191,11 @@ class OffsetPlanner:
         self._policy_pending.clear()
 
     @property
+    def fail_on_data_loss(self) -> bool:
+        """Whether deleted offsets stop the job (else they are skipped and counted)."""
+        return self._fail_on_data_loss
+
+    @property
     def lost_offsets_total(self) -> int:
         """Offsets skipped because retention deleted them (only with fail_on_data_loss=False)."""
         return sum(self._lost.values())

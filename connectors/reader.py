@@ -2,9 +2,10 @@
 
 Runs inside Spark's Python workers and never imports pyspark. Each worker process keeps one
 confluent-kafka `Consumer` per connection config and re-assigns it for every range, so a batch
-pays no connection set-up. Records are decoded here; a value that fails to decode becomes a
-`SourceRecord` carrying the raw bytes and the reason, for the dead-letter path, and never fails
-the batch.
+pays no connection set-up. Records are decoded here. What happens to a record that fails to
+decode, and to offsets that retention deleted, is the caller's `ReadPolicy`: by default a failure
+becomes a `SourceRecord` carrying the raw bytes and the reason (for the dead-letter path or to be
+counted and skipped); with `fail_on_decode_error` it fails the read naming its offset.
 
 The range `[from, until)` is complete when the consumer's position reaches `until`, not after
 `count` records: transaction markers and aborted records are skipped by the client and compacted
@@ -15,7 +16,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from connectors.codecs import Codec, DecodeError, resolve_codec
@@ -60,6 +62,9 @@ POLL_TIMEOUT_S = 0.5
 STALL_TIMEOUT_S = 120.0
 # Decode failures logged one by one per range; the rest are summarised in one line.
 _LOGGED_DECODE_FAILURES = 10
+# Asking where a partition now starts, after retention deleted offsets a range needs; well under
+# the stall timeout, so a slow answer fails the task instead of hanging it.
+_WATERMARK_TIMEOUT_S = 10.0
 
 
 class SourceRecord(NamedTuple):
@@ -82,6 +87,29 @@ class SourceRecord(NamedTuple):
 
 class ReadStalled(DStreamsError):
     """A range could not be read to its end within the stall timeout."""
+
+
+class UndecodableRecord(DStreamsError):
+    """A record could not be decoded and the source has nowhere to put it (no dead letters)."""
+
+
+LostOffsets = Callable[[OffsetRange], None]
+"""Told of each run of offsets `[from, until)` a read skipped because retention deleted them."""
+
+
+@dataclass(frozen=True)
+class ReadPolicy:
+    """What a read does with records it cannot hand on (see `docs/architecture.md`)."""
+
+    fail_on_decode_error: bool = False
+    """Raise `UndecodableRecord` naming the record instead of handing on a failed record."""
+    fail_on_data_loss: bool = True
+    """Raise `DataLoss` when offsets of the range are gone; else skip them and report them."""
+    on_lost: LostOffsets | None = None
+    """Told of every skipped run of offsets (only with `fail_on_data_loss` off)."""
+
+
+DEFAULT_POLICY = ReadPolicy()
 
 
 # --- the consumer cache ------------------------------------------------------------------------
@@ -111,11 +139,14 @@ def cached_consumer_count() -> int:
 
 
 def read_ranges(
-    conf: Mapping[str, Any], ranges: Iterable[OffsetRange], codec_name: str | Codec
+    conf: Mapping[str, Any],
+    ranges: Iterable[OffsetRange],
+    codec_name: str | Codec,
+    policy: ReadPolicy = DEFAULT_POLICY,
 ) -> Iterator[SourceRecord]:
     """The records of several ranges in order: one Spark partition's worth."""
     for r in ranges:
-        yield from read_range(conf, r, codec_name)
+        yield from read_range(conf, r, codec_name, policy=policy)
 
 
 def read_range(
@@ -125,19 +156,24 @@ def read_range(
     *,
     stall_timeout_s: float = STALL_TIMEOUT_S,
     values_only: bool = False,
+    policy: ReadPolicy = DEFAULT_POLICY,
 ) -> Iterator[Any]:
     """Exactly the records of `[from, until)` that a read_committed consumer sees, in order.
 
     With `values_only`, good records come as their decoded values and only failures as
-    `SourceRecord`s (the fast path when nothing downstream needs offsets or keys).
+    `SourceRecord`s (the fast path when nothing downstream needs offsets or keys). `policy` says
+    what becomes of undecodable records and of offsets that retention deleted.
     """
     codec = resolve_codec(codec_name)
     if r.count == 0:
         return
+    if getattr(codec, "key_codec", None) is not None:
+        values_only = False  # decoded keys travel in whole records
     key = conf_key(conf)
     consumer = _CACHE.get(key, lambda: _new_consumer(conf))
+    progress = _Progress(r, stall_timeout_s, policy)
     try:
-        yield from _fetch(consumer, r, codec, stall_timeout_s, values_only)
+        yield from _fetch(consumer, progress, codec, values_only)
     except Exception:
         # After an error the consumer's state is unknown; the retried task gets a fresh one.
         _CACHE.evict(key)
@@ -147,11 +183,13 @@ def read_range(
 class _Progress:
     """The next offset the range still needs, and the stall deadline that progress pushes back."""
 
-    def __init__(self, r: OffsetRange, stall_timeout_s: float) -> None:
+    def __init__(self, r: OffsetRange, stall_timeout_s: float, policy: ReadPolicy) -> None:
         self.range = r
+        self.policy = policy
         self.next_offset = r.from_offset
         self.end_seen: int | None = None  # where the partition ended at the last EOF event
         self.decode_failures = 0
+        self.offsets_gone = False  # retention deleted next_offset; skip ahead (policy allows)
         self._timeout_s = stall_timeout_s
         self._deadline = time.monotonic() + stall_timeout_s
 
@@ -179,17 +217,19 @@ class _Progress:
         raise ReadStalled(msg)
 
 
-def _fetch(
-    consumer: Any, r: OffsetRange, codec: Codec, stall_timeout_s: float, values_only: bool
-) -> Iterator[Any]:
-    from confluent_kafka import TopicPartition
-
-    consumer.assign([TopicPartition(r.topic, r.partition, r.from_offset)])
-    progress = _Progress(r, stall_timeout_s)
+def _fetch(consumer: Any, progress: _Progress, codec: Codec, values_only: bool) -> Iterator[Any]:
+    r = progress.range
+    key_codec: Codec | None = getattr(codec, "key_codec", None)
+    _assign(consumer, r, r.from_offset)
     while not progress.done:
         messages = _next_messages(consumer, progress)
-        yield from _decode_batch(messages, progress, codec, values_only)
-        if not progress.done:
+        records = _decode_batch(messages, progress, codec, values_only)
+        if key_codec is not None:
+            records = _decode_keys(records, messages, progress, key_codec)
+        yield from records
+        if progress.offsets_gone:
+            _skip_deleted(consumer, progress)
+        elif not progress.done:
             # Nothing (more) to hand out: control records or compacted holes may still have
             # moved the position up to `until`.
             progress.advance(_position(consumer, r))
@@ -206,6 +246,39 @@ def _fetch(
             r.until_offset,
             _LOGGED_DECODE_FAILURES,
         )
+
+
+def _assign(consumer: Any, r: OffsetRange, offset: int) -> None:
+    from confluent_kafka import TopicPartition
+
+    consumer.assign([TopicPartition(r.topic, r.partition, offset)])
+
+
+def _skip_deleted(consumer: Any, progress: _Progress) -> None:
+    """Retention deleted the offsets from `next_offset` on: go on from the partition's first
+    stored offset (or the range's end), and report what was skipped as lost."""
+    from confluent_kafka import TopicPartition
+
+    r = progress.range
+    first_stored, _ = consumer.get_watermark_offsets(
+        TopicPartition(r.topic, r.partition), timeout=_WATERMARK_TIMEOUT_S, cached=False
+    )
+    resume = min(max(int(first_stored), progress.next_offset), r.until_offset)
+    lost = OffsetRange(r.topic, r.partition, progress.next_offset, resume)
+    logger.warning(
+        "offsets [%d, %d) of %s-%d were deleted by retention before this batch read them; "
+        "skipping them because fail_on_data_loss is off",
+        lost.from_offset,
+        lost.until_offset,
+        r.topic,
+        r.partition,
+    )
+    if progress.policy.on_lost is not None and lost.count:
+        progress.policy.on_lost(lost)
+    progress.offsets_gone = False
+    progress.advance(resume)
+    if not progress.done:
+        _assign(consumer, r, resume)
 
 
 def _next_messages(consumer: Any, progress: _Progress) -> list[Any]:
@@ -264,6 +337,24 @@ def _decode_batch(
     return records
 
 
+def _decode_keys(
+    records: list[Any], messages: list[Any], progress: _Progress, key_codec: Codec
+) -> list[Any]:
+    """Good records with their keys decoded; a key that fails makes its record fail (outside the
+    hot loop: only sources that decode keys pay for it)."""
+    by_offset = {m.offset(): m for m in messages if m.error() is None}
+    decoded: list[Any] = []
+    for record in records:
+        if record.error is None:
+            try:
+                record = record._replace(key=key_codec(record.key))
+            except DecodeError as exc:
+                message = by_offset[record.offset]
+                record = _undecodable(message, record.offset, progress, f"key: {exc.reason}")
+        decoded.append(record)
+    return decoded
+
+
 def _after_event(message: Any, progress: _Progress, next_offset: int) -> int:
     """Handles an error or EOF event met at `next_offset`; where reading goes on from."""
     progress.advance(next_offset)
@@ -278,6 +369,14 @@ _new_record = tuple.__new__
 
 def _undecodable(message: Any, offset: int, progress: _Progress, reason: str) -> SourceRecord:
     r = progress.range
+    if progress.policy.fail_on_decode_error:
+        msg = (
+            f"cannot decode the record at {r.topic}-{r.partition} offset {offset}: {reason}. "
+            "Expected every record to decode because no dead_letter.topic is set; set one to "
+            "keep such records aside, or set this source's on_decode_error: skip to count and "
+            "skip them"
+        )
+        raise UndecodableRecord(msg)
     progress.decode_failures += 1
     if progress.decode_failures <= _LOGGED_DECODE_FAILURES:
         logger.warning("cannot decode %s-%d offset %d: %s", r.topic, r.partition, offset, reason)
@@ -301,11 +400,15 @@ def _on_event(message: Any, progress: _Progress) -> None:
         progress.advance(message.offset())
         return
     if code == AUTO_OFFSET_RESET:
+        if not progress.policy.fail_on_data_loss:
+            progress.offsets_gone = True
+            return
         msg = (
             f"offsets of {r.topic}-{r.partition} from {progress.next_offset} (range "
             f"[{r.from_offset}, {r.until_offset})) are no longer stored: retention deleted "
             f"them after the batch was planned ({error.str()}). Raise the topic's retention "
-            "or the job's rate; these records cannot be recovered"
+            "or the job's rate; these records cannot be recovered. To go on without them, set "
+            "the source's fail_on_data_loss: false (the skipped offsets are journaled)"
         )
         raise DataLoss(msg)
     if not is_retriable(error):

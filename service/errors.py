@@ -40,3 +40,15 @@ class GraphChanged(DStreamsError):
 
 class SinkError(DStreamsError):
     """A sink could not write or commit a batch."""
+
+
+class ClusterError(DStreamsError):
+    """The Spark cluster cannot run the job: no executor came, or executors lack its code."""
+
+
+class ReplicationInsufficient(DStreamsError):
+    """A topic is replicated less than `kafka.require_replication` demands; start-up refused."""
+
+
+class IngestError(DStreamsError):
+    """The ingest endpoint cannot serve: a source has no single topic, or its producer failed."""

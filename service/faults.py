@@ -1,4 +1,4 @@
-"""Named crash points for fault-injection tests; inert unless an environment variable names one.
+"""Named fault points for fault-injection tests; inert unless an environment variable names one.
 
 `DSTREAMS_CRASH_AT=<point>` makes the process that reaches `<point>` die at once with
 `os._exit` (no cleanup, no exception handlers: what SIGKILL would do). `DSTREAMS_CRASH_AFTER=N`
@@ -7,12 +7,19 @@ lets the first N-1 passes through the point go by (counted per process).
 every other process passes, so one Python worker dies and Spark's retry of its task gets past.
 Executor-side points kill the Python worker, which Spark then retries; driver-side points kill
 the driver.
+
+Straggle points: `DSTREAMS_STRAGGLE_AT=<point>` makes the first attempt of output task
+`DSTREAMS_STRAGGLE_PARTITION` (default 0) sleep `DSTREAMS_STRAGGLE_S` seconds (default 20) when it
+reaches `<point>`, at every batch; any later attempt of the task (a retry, a speculative copy)
+runs at full speed, so that Spark's speculation has something to win. On a cluster, executors
+see these variables only through `spark.executorEnv.<NAME>`.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import time
 
 CRASH_EXIT_CODE = 137
 POINTS = (
@@ -26,6 +33,8 @@ POINTS = (
     "checkpoint-files-written",
     "checkpoint-journaled",
 )
+STRAGGLE_POINTS = ("task-before-write", "task-after-write")
+DEFAULT_STRAGGLE_S = 20.0
 _passes: dict[str, int] = {}
 
 
@@ -42,6 +51,18 @@ def crash_point(point: str) -> None:
     sys.stderr.write(f"dstreams: crash point {point!r} reached; exiting as if killed\n")
     sys.stderr.flush()
     os._exit(CRASH_EXIT_CODE)
+
+
+def straggle_point(point: str, partition: int, attempt: int) -> None:
+    """Sleeps here if the environment names this point, `partition` and this is attempt 0."""
+    if os.environ.get("DSTREAMS_STRAGGLE_AT") != point or attempt != 0:
+        return
+    if partition != int(os.environ.get("DSTREAMS_STRAGGLE_PARTITION", "0")):
+        return
+    seconds = float(os.environ.get("DSTREAMS_STRAGGLE_S", DEFAULT_STRAGGLE_S))
+    sys.stderr.write(f"dstreams: straggle point {point!r}: task {partition} sleeps {seconds}s\n")
+    sys.stderr.flush()
+    time.sleep(seconds)
 
 
 def _first_to_claim(path: str) -> bool:

@@ -21,7 +21,7 @@ the executor and cached per process.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 
@@ -63,10 +63,16 @@ class BatchKey:
 
 @dataclass(frozen=True)
 class WriteResult:
-    """What one `write` call did: rows committed, or skipped as already committed."""
+    """What one `write` call did: rows committed, or skipped as already committed.
+
+    `opened_client` reports a cost, not an outcome (so results compare without it): the write
+    had to set up a client first, e.g. a Kafka transactional producer whose
+    `init_transactions()` fenced the id's previous holder, which costs far more than a write.
+    """
 
     rows: int
     skipped: bool = False
+    opened_client: bool = field(default=False, compare=False)
 
 
 @runtime_checkable

@@ -1,10 +1,13 @@
-"""Files sink: `<root>/<output>/t=<batch_time>/part-<p>.jsonl`, one JSON value per line.
+"""Files sink: `<root>/<output>/t=<batch_time>/part-<p>.jsonl`, one JSON value per line, or
+`part-<p>.avro`, an Avro object container file, when the sink has an Avro schema.
 
 Each part is written to a temporary name, fsynced, and published under its final name with a
 hard link, which fails if the name exists: a part file that exists is complete, and of concurrent
 copies of one task exactly one publishes (the others report a skip). Its presence is the marker
-that makes `write` idempotent. Lines are sorted, so a replayed batch writes identical bytes
-whatever order its rows arrived in. A batch is visible once its `_SUCCESS` file exists.
+that makes `write` idempotent. Rows are sorted (by their canonical JSON), so a replayed batch
+writes identical bytes whatever order its rows arrived in; an Avro part also has a sync marker
+fixed by its schema, where Avro writers usually pick a random one. A batch is visible once its
+`_SUCCESS` file exists.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from connectors.avro import AvroEncoder, sync_marker
 from service import faults
 from service.errors import SinkError
 from sinks.base import BatchKey, WriteResult
@@ -38,14 +42,17 @@ class FileSink:
 
     writes_on_driver = False
 
-    def __init__(self, root: str | Path) -> None:
+    def __init__(self, root: str | Path, avro_schema: str | None = None) -> None:
         self.root = str(root)
+        self.avro = AvroEncoder(avro_schema) if avro_schema is not None else None
+        self.suffix = "avro" if avro_schema is not None else "jsonl"
 
     def batch_dir(self, output: str, batch_time: int) -> Path:
         return Path(self.root) / output / f"t={batch_time}"
 
     def part_path(self, key: BatchKey) -> Path:
-        return self.batch_dir(key.output, key.batch_time) / f"part-{key.partition:05d}.jsonl"
+        name = f"part-{key.partition:05d}.{self.suffix}"
+        return self.batch_dir(key.output, key.batch_time) / name
 
     def setup(self, app: str, output: str) -> None:
         (Path(self.root) / output).mkdir(parents=True, exist_ok=True)
@@ -55,7 +62,10 @@ class FileSink:
         if target.exists():
             return WriteResult(rows=0, skipped=True)
         lines = sorted(encode_row(row) for row in rows)
-        payload = "".join(line + "\n" for line in lines).encode()
+        if self.avro is not None:
+            payload = _avro_container(self.avro, [json.loads(line) for line in lines], key)
+        else:
+            payload = "".join(line + "\n" for line in lines).encode()
         if not _publish_new(target, payload):
             return WriteResult(rows=0, skipped=True)  # a concurrent copy of the task was first
         return WriteResult(rows=len(lines))
@@ -64,7 +74,8 @@ class FileSink:
         folder = self.batch_dir(output, batch_time)
         if (folder / SUCCESS).exists():
             return
-        missing = [p for p in range(partitions) if not (folder / f"part-{p:05d}.jsonl").exists()]
+        suffix = self.suffix
+        missing = [p for p in range(partitions) if not (folder / f"part-{p:05d}.{suffix}").exists()]
         if missing:
             msg = (
                 f"files sink cannot commit {output} batch {batch_time}: parts {missing} of "
@@ -88,9 +99,33 @@ class FileSink:
     def read_batch(self, output: str, batch_time: int) -> list[Any]:
         """Every row of a committed batch, decoded (for audits and tests)."""
         rows: list[Any] = []
-        for part in sorted(self.batch_dir(output, batch_time).glob("part-*.jsonl")):
-            rows.extend(json.loads(line) for line in part.read_text().splitlines())
+        for part in sorted(self.batch_dir(output, batch_time).glob(f"part-*.{self.suffix}")):
+            if self.avro is not None:
+                import fastavro
+
+                with part.open("rb") as stream:
+                    rows.extend(fastavro.reader(stream))
+            else:
+                rows.extend(json.loads(line) for line in part.read_text().splitlines())
         return rows
+
+
+def _avro_container(encoder: AvroEncoder, rows: list[Any], key: BatchKey) -> bytes:
+    """One container file of `rows` (already in their replay order), uncompressed."""
+    import io
+
+    import fastavro
+
+    buffer = io.BytesIO()
+    try:
+        records = [encoder.as_datum(row) for row in rows]
+        schema = json.loads(encoder.schema)
+        marker = sync_marker(encoder.schema)
+        fastavro.writer(buffer, schema, records, codec="null", sync_marker=marker, strict=True)
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        msg = f"{key}: rows do not match the files sink's Avro schema: {exc}"
+        raise SinkError(msg) from exc
+    return buffer.getvalue()
 
 
 # Hard links are refused by some file systems (e.g. SMB shares, FAT); there a part is renamed

@@ -22,7 +22,9 @@
 
 Rows are ``(key, value)`` 2-tuples or plain values; a value that is itself a pair must be written as
 ``(None, pair)``. Keys: ``str`` as UTF-8, ``bytes`` as they are, ``None`` as no key, anything else
-as compact JSON. Values by ``serializer``: ``"json"`` compact JSON with sorted keys (a replay writes
+as compact JSON. Values by ``serializer``, or in Avro with ``avro`` (`connectors.avro.AvroOutput`:
+the Confluent wire format with a schema registry, plain Avro binary without; keys too when it has
+a key schema): ``"json"`` compact JSON with sorted keys (a replay writes
 identical bytes), ``"utf-8"`` ``str(value)`` as UTF-8, ``"bytes"`` bytes as they are; ``None`` is a
 null value (a tombstone). A word count's ``("word", 3)`` becomes key ``b"word"``, value ``b"3"``.
 
@@ -42,6 +44,7 @@ from typing import Any, Literal, NamedTuple
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
+from connectors.avro import AvroOutput
 from connectors.kafka_client import (
     TopicRole,
     TopicSpec,
@@ -123,6 +126,7 @@ class KafkaSink:
         transaction_timeout_ms: int = 60000,
         serializer: Serializer = "json",
         marker_partitions: int | None = None,
+        avro: AvroOutput | None = None,
     ) -> None:
         _check_settings(conf, partitions, replication_factor, transaction_timeout_ms, serializer)
         check_topic_name(topic, "output topic")
@@ -136,6 +140,8 @@ class KafkaSink:
         self.marker_partitions = marker_partitions or partitions
         self.transaction_timeout_ms = transaction_timeout_ms
         self.serializer: Serializer = serializer
+        # Avro values (and keys) instead of `serializer`; schema ids are fixed in `setup`.
+        self.avro = avro
 
     @staticmethod
     def transactional_id(app: str, output: str, partition: int) -> str:
@@ -172,6 +178,8 @@ class KafkaSink:
                 "transaction_timeout_ms, or raise transaction.max.timeout.ms on the brokers"
             )
             raise ConfigError(msg)
+        if self.avro is not None:
+            self.avro.prepare(self.topic)
         rf = self.replication_factor
         ensure_topic(admin, TopicSpec(self.topic, self.partitions, rf), OUTPUT_TOPIC, "keep")
         # Growing the marker topic is safe: task p uses marker partition p whatever the count.
@@ -211,18 +219,20 @@ class KafkaSink:
         marker = Marker(key.app, key.output, key.partition, key.batch_time)
         marker_topic = self.marker_topic_for(key.app, key.output)
         reader = marker_reader(self.conf)
+        opened = False
         for attempt in range(1, MAX_ATTEMPTS + 1):
             producer = transactional_producer(self.producer_settings(key))
+            opened = opened or producer.first_use()
             producer.require_partition(marker_topic, key.partition)
             if not producer.marker_known:
                 producer.remember_marker(reader.last(marker_topic, marker))
             committed = producer.marker
             if committed is not None and committed >= key.batch_time:
                 _LOG.info("%s skipped: marker %d is already committed", key, committed)
-                return WriteResult(0, skipped=True)
+                return WriteResult(0, skipped=True, opened_client=opened)
             outcome = self._try_transaction(producer, key, records, attempt)
             if outcome is _Outcome.COMMITTED:
-                return WriteResult(len(records))
+                return WriteResult(len(records), opened_client=opened)
             if outcome is _Outcome.RETRY_LATER and attempt < MAX_ATTEMPTS:
                 time.sleep(min(0.1 * 2**attempt, 2.0))  # let a failover settle
         msg = (
@@ -234,7 +244,11 @@ class KafkaSink:
     def encode_row(self, row: Any, key: BatchKey) -> OutboundRecord:
         """Serialize one row; subclasses define other row formats (see `sinks.dead_letters`)."""
         row_key, value = row if isinstance(row, tuple) and len(row) == 2 else (None, row)
-        return OutboundRecord(encode_key(row_key), encode_value(value, self.serializer))
+        avro = self.avro
+        if avro is None:
+            return OutboundRecord(encode_key(row_key), encode_value(value, self.serializer))
+        encoded_key = avro.encode_key(row_key) if avro.encodes_keys else encode_key(row_key)
+        return OutboundRecord(encoded_key, avro.encode_value(value))
 
     def _encode_all(self, key: BatchKey, rows: Iterable[Any]) -> list[OutboundRecord]:
         """Serialize every row before a transaction opens, so bad data never aborts one."""

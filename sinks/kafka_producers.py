@@ -54,6 +54,12 @@ class TransactionalProducer:
         # which its next transaction would discover, so the value stays true for its lifetime.
         self.marker_known = False
         self.marker: int | None = None
+        self._used = False
+
+    def first_use(self) -> bool:
+        """True the first time it is asked: this producer was initialized for the caller."""
+        first, self._used = not self._used, True
+        return first
 
     def remember_marker(self, batch_time: int | None) -> None:
         self.marker_known, self.marker = True, batch_time

@@ -45,7 +45,7 @@ def sc(spark_context: Any) -> Iterator[Any]:
 
 # --- Tiers -----------------------------------------------------------------------------------
 
-TIERS = ("unit", "spark", "kafka", "postgres", "chaos")
+TIERS = ("unit", "spark", "kafka", "postgres", "cluster", "chaos", "containers")
 _TESTS_DIR = Path(__file__).resolve().parent
 _TIER_OF_FOLDER = {tier: tier for tier in TIERS}
 # Contract suites run every backend through the same tests, so each case carries its own tier
@@ -87,9 +87,12 @@ class _TierClock:
         """One line of time per tier: the chaos tier's budget is watched from CI's output."""
         if self.seconds:
             spent = ", ".join(f"{tier} {seconds:.0f}s" for tier, seconds in self.seconds.items())
-            terminalreporter.write_line(f"time per tier: {spent}")
+            backend = f" (Kafka backend: {_KAFKA_BACKEND[0]})" if _KAFKA_BACKEND else ""
+            terminalreporter.write_line(f"time per tier: {spent}{backend}")
 
 
+# The Kafka backend the session's `kafka_bootstrap` ran on, for the summary line.
+_KAFKA_BACKEND: list[str] = []
 _CLOCK = _TierClock()
 
 
@@ -111,10 +114,21 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="session")
-def kafka_bootstrap() -> Iterator[str]:
-    """Bootstrap servers of a 1-broker Kafka for the session: external, Testcontainers or local."""
-    from service.dev.brokers import kafka_endpoint
+def kafka_bootstrap(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Bootstrap servers of a 1-broker Kafka for the session: external, Testcontainers or local.
 
+    On Testcontainers it is the session's one broker container (`kafka_on_docker`), which the
+    container tier's tests also reach from their own containers.
+    """
+    from service.dev.brokers import announce, kafka_backend, kafka_endpoint
+
+    backend = kafka_backend(brokers=1)
+    _KAFKA_BACKEND[:] = [backend]
+    if backend == "testcontainers":
+        kafka = request.getfixturevalue("kafka_on_docker")
+        announce(f"Testcontainers {kafka.image} (KRaft) at {kafka.bootstrap}")
+        yield kafka.bootstrap
+        return
     with kafka_endpoint(brokers=1) as bootstrap:
         yield bootstrap
 
@@ -136,6 +150,29 @@ def make_topic() -> Any:
     from service.dev.brokers import create_topic
 
     return create_topic
+
+
+# --- Docker (see service/dev/docker_engine.py and service/dev/images.py) ----------------------
+
+
+@pytest.fixture(scope="session")
+def docker_engine() -> Iterator[Any]:
+    """A Docker engine for the session (`DockerEngine`): the one that answers, else a private one
+    started here and stopped at the end. DOCKER_HOST names it while the session runs."""
+    from service.dev.docker_engine import docker_engine as engine_for_session
+    from service.dev.docker_engine import engine_environment
+
+    with engine_for_session() as engine, engine_environment(engine):
+        yield engine
+
+
+@pytest.fixture(scope="session")
+def kafka_on_docker(docker_engine: Any) -> Iterator[Any]:
+    """The session's one Testcontainers broker on the local Kafka image (`KafkaOnDocker`)."""
+    from service.dev.kafka_container import kafka_on_docker as start_kafka
+
+    with start_kafka(docker_engine) as kafka:
+        yield kafka
 
 
 # --- PostgreSQL (see service/dev/postgres_server.py) ------------------------------------------

@@ -15,7 +15,7 @@ from service.errors import ConfigError
 # Exit code of an invalid configuration, as for a usage error: fix the input and run again.
 EXIT_INVALID = 2
 
-_config_option = click.option(
+config_option = click.option(
     "--config",
     "config_path",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -41,7 +41,7 @@ def config() -> None:
 
 
 @config.command()
-@_config_option
+@config_option
 def validate(config_path: Path | None) -> None:
     """Print `ok`, or one line per problem and exit with status 2.
 
@@ -55,7 +55,7 @@ def validate(config_path: Path | None) -> None:
 
 
 @config.command()
-@_config_option
+@config_option
 @click.option(
     "--format",
     "output_format",

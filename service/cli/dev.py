@@ -1,4 +1,5 @@
-"""`dstreams dev ...`: local services for development, e.g. `dstreams dev kafka --brokers 3`."""
+"""`dstreams dev ...`: local services for development, e.g. `dstreams dev kafka --brokers 3` or
+`dstreams dev spark --workers 2`."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from types import FrameType
 import click
 
 from service.dev.kafka_cluster import KAFKA_VERSION, KafkaClusterError, LocalKafkaCluster
+from service.dev.spark_cluster import LocalSparkCluster, SparkClusterError
 
 
 @click.group()
@@ -16,8 +18,9 @@ def dev() -> None:
     """Local services for development and demos.
 
     \b
-    Example:
+    Examples:
       dstreams dev kafka --brokers 3
+      dstreams dev spark --workers 2
     """
 
 
@@ -57,6 +60,43 @@ def kafka(brokers: int) -> None:
         raise click.ClickException(str(error)) from error
     except KeyboardInterrupt:
         click.echo("Stopping the brokers...", err=True)
+    finally:
+        cluster.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+@dev.command()
+@click.option("--workers", type=click.IntRange(1, 8), default=2, show_default=True, help="JVMs.")
+@click.option("--cores", type=click.IntRange(1, 64), default=1, show_default=True, help="Each.")
+@click.option("--memory", default="1g", show_default=True, help="Per worker, for its executors.")
+def spark(workers: int, cores: int, memory: str) -> None:
+    """Run a Spark standalone master and workers (pyspark's own jars) until Ctrl-C or SIGTERM.
+
+    \b
+    Prints the master URL; point a job at it with spark.master, e.g.
+      dstreams dev spark --workers 2
+      export DSTREAMS_SPARK__MASTER=spark://127.0.0.1:...   # as printed
+    """
+    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
+    cluster = LocalSparkCluster(workers=workers, cores=cores, memory=memory)
+    try:
+        click.echo(f"Starting a Spark master and {workers} worker(s)...", err=True)
+        cluster.start()
+        click.echo(cluster.master_url)
+        hosts = ", ".join(worker.host for worker in cluster.workers)
+        click.echo(
+            f"Workers on {hosts}, {cores} core(s) and {memory} each; files and logs in "
+            f"{cluster.workdir}\nexport DSTREAMS_SPARK__MASTER={cluster.master_url}\n"
+            "Press Ctrl-C to stop.",
+            err=True,
+        )
+        while True:
+            time.sleep(1)
+    except SparkClusterError as error:
+        raise click.ClickException(str(error)) from error
+    except KeyboardInterrupt:
+        click.echo("Stopping the workers and the master...", err=True)
     finally:
         cluster.stop()
         for sig, handler in previous.items():

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from service import __version__
+from service.cli.config import config_option
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -17,6 +18,7 @@ def cli() -> None:
     \b
     Examples:
       dstreams run --config config/wordcount.yaml
+      dstreams ingest --config config/wordcount.yaml
       dstreams config validate --config config/wordcount.yaml
       dstreams journal show --file state/journal
       dstreams dev kafka --brokers 3
@@ -37,21 +39,16 @@ def version() -> None:
 
 
 @cli.command()
-@click.option(
-    "--config",
-    "config_path",
-    type=click.Path(path_type=Path),
-    envvar="DSTREAMS_CONFIG",
-    help="YAML config file (DSTREAMS_A__B environment variables override it).",
-)
+@config_option
 def run(config_path: Path | None) -> None:
     """Run a job as a long-lived service until SIGTERM/SIGINT.
 
     \b
     Recovers from the journal first (replaying batches a crashed driver left unfinished), then
-    runs one batch per interval. Exit codes: 0 graceful stop, 1 a batch failed (restart to
-    replay it), 2 bad configuration, 3 fenced out by a newer driver, 4 refused to start (journal
-    damaged, graph changed, offsets lost).
+    runs one batch per interval. With ingest.enabled the ingest endpoint (see `dstreams ingest`)
+    runs in the same process. Exit codes: 0 graceful stop, 1 a batch failed (restart to replay
+    it), 2 bad configuration, 3 fenced out by a newer driver, 4 refused to start (journal
+    damaged, graph changed, offsets lost, topics under-replicated).
 
     \b
     Example:
@@ -60,10 +57,12 @@ def run(config_path: Path | None) -> None:
     from service.cli.config import load_or_exit
     from service.driver.engine import EXIT_REFUSED, run_service
     from service.errors import ConfigError, DStreamsError
+    from service.ingest.app import ingest_alongside
 
     settings = load_or_exit(config_path)
     try:
-        code = run_service(settings)
+        with ingest_alongside(settings):
+            code = run_service(settings)
     except ConfigError as error:
         click.echo(f"configuration error: {error}", err=True)
         code = 2
@@ -94,12 +93,16 @@ def _register_groups() -> None:
     from service.cli.checkpoint import checkpoint
     from service.cli.config import config
     from service.cli.dev import dev
+    from service.cli.executor import executor
+    from service.cli.ingest import ingest
     from service.cli.journal import journal
 
     cli.add_command(config)
+    cli.add_command(ingest)
     cli.add_command(journal)
     cli.add_command(checkpoint)
     cli.add_command(dev)
+    cli.add_command(executor)
 
 
 def main() -> None:

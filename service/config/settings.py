@@ -38,8 +38,10 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from connectors.planner import StartingOffsets
 from service.config.loading import deep_merge, read_env, read_yaml
+from service.config.masters import SparkMaster, parse_master
 from service.config.paths import shipped_config_file
 from service.config.problems import InvalidConfig, problems_of
+from service.config.storage import shared_path_problem
 from service.config.types import (
     MANAGED_KAFKA_KEYS,
     ConfValue,
@@ -60,6 +62,9 @@ from service.config.types import (
 from service.errors import ConfigError
 
 if TYPE_CHECKING:
+    from connectors.avro import AvroDecoder, AvroOutput
+    from connectors.codecs import Codec
+
     # Built objects only: importing them at run time would load Kafka and PostgreSQL clients
     # into every process that merely reads its configuration.
     from service.journal.file import FileJournal
@@ -79,6 +84,7 @@ __all__ = [
     "FileJournalSettings",
     "FilesSinkSettings",
     "HttpSettings",
+    "IngestSettings",
     "InvalidConfig",
     "JournalSettings",
     "KafkaJournalSettings",
@@ -88,10 +94,12 @@ __all__ = [
     "LoggingSettings",
     "PostgresSinkSettings",
     "Settings",
+    "SchemaRegistrySettings",
     "SinkSettings",
     "SparkSettings",
     "json_schema",
     "load_settings",
+    "storage_problems",
 ]
 
 DEFAULTS_FILE = shipped_config_file("defaults.yaml")
@@ -108,17 +116,42 @@ class _Model(BaseModel):
 
 class SparkSettings(_Model):
     master: str = "local[2]"
-    """Spark master URL: local[N], spark://host:port, k8s://..., yarn."""
+    """Spark master URL: local[N], spark://host:port, k8s://https://host:port, yarn."""
+    driver_host: str | None = None
+    """Address executors reach the driver at (a cluster only; local mode keeps loopback).
+    Default: this host's address on its route to the master. In a pod, set it from the pod's IP
+    with DSTREAMS_SPARK__DRIVER_HOST."""
+    bind_address: str | None = None
+    """Address the driver listens on (a cluster only); default driver_host. 0.0.0.0: all."""
+    ship_job: Literal["auto", "always", "never"] = "auto"
+    """Ship the job's top-level module or package to the executors as a zip: auto does it on a
+    cluster unless the job is installed (in site-packages, as in an image executors share)."""
+    start_timeout_s: float = Field(default=180.0, gt=0)
+    """How long start-up waits for a cluster's executors to run a first task (which also checks
+    that they can import the job) before giving up with a message."""
+    stable_placement: bool = True
+    """On a cluster, run output partition p on the same executor batch after batch, so a Kafka
+    sink's transactional producer is not initialized again (and fenced) on another one."""
     conf: dict[str, ConfValue] = Field(default_factory=dict)
     """Extra Spark properties (spark.executor.memory: 2g, ...)."""
     secret_conf: dict[str, SecretStr] = Field(default_factory=dict)
     """Spark properties holding credentials; masked when shown."""
+
+    @field_validator("master")
+    @classmethod
+    def _known_master(cls, master: str) -> str:
+        parse_master(master)
+        return master.strip()
 
     @field_validator("conf")
     @classmethod
     def _no_secrets_in_conf(cls, conf: dict[str, str]) -> dict[str, str]:
         raise_all(sensitive_keys(conf, "spark.secret_conf"))
         return conf
+
+    @property
+    def parsed_master(self) -> SparkMaster:
+        return parse_master(self.master)
 
     def spark_conf(self) -> dict[str, str]:
         """Every extra Spark property, secrets revealed: for the SparkConf only."""
@@ -137,6 +170,14 @@ class KafkaSettings(_Model):
     """Becomes librdkafka's sasl.password."""
     ssl_key_password: SecretStr | None = None
     """Becomes librdkafka's ssl.key.password."""
+    require_replication: bool = False
+    """Refuse to start when a topic dstreams reads, writes or would create has fewer replicas
+    than min_replication_factor or a lower min.insync.replicas than min_insync_replicas; false
+    logs a warning and sets dstreams_topic_under_replicated instead."""
+    min_replication_factor: int = Field(default=3, ge=1)
+    """Fewest replicas each topic should have (checked at start-up)."""
+    min_insync_replicas: int = Field(default=2, ge=1)
+    """Lowest min.insync.replicas each topic should have (checked at start-up)."""
 
     @field_validator("properties")
     @classmethod
@@ -149,6 +190,17 @@ class KafkaSettings(_Model):
         problems += sensitive_keys(properties, "kafka.secret_properties (or kafka.sasl_password)")
         raise_all(problems)
         return properties
+
+    @model_validator(mode="after")
+    def _reachable_minimum(self) -> KafkaSettings:
+        if self.min_insync_replicas > self.min_replication_factor:
+            msg = (
+                f"min_insync_replicas ({self.min_insync_replicas}) exceeds "
+                f"min_replication_factor ({self.min_replication_factor}); a topic that met both "
+                "could never take a write"
+            )
+            raise ValueError(msg)
+        return self
 
     @model_validator(mode="after")
     def _one_place_per_secret(self) -> KafkaSettings:
@@ -174,6 +226,110 @@ class KafkaSettings(_Model):
         return conf
 
 
+class SchemaRegistrySettings(_Model):
+    url: str = Field(min_length=1)
+    """http(s)://host:port of a Confluent-API schema registry (mock://NAME: confluent-kafka's
+    in-process mock, for tests)."""
+    basic_auth_user: str | None = None
+    basic_auth_password: SecretStr | None = None
+    """Masked when shown; with basic_auth_user, HTTP basic authentication."""
+    ssl_ca_location: str | None = None
+    """CA file that signed the registry's certificate (https)."""
+    ssl_certificate_location: str | None = None
+    ssl_key_location: str | None = None
+    ssl_key_password: SecretStr | None = None
+
+    @model_validator(mode="after")
+    def _user_and_password_together(self) -> SchemaRegistrySettings:
+        if (self.basic_auth_user is None) != (self.basic_auth_password is None):
+            msg = "give both basic_auth_user and basic_auth_password, or neither"
+            raise ValueError(msg)
+        return self
+
+    def client_config(self) -> dict[str, str]:
+        """The registry client's settings with secrets revealed: pass them to the client only."""
+        conf = {"url": self.url}
+        if self.basic_auth_user is not None and self.basic_auth_password is not None:
+            password = self.basic_auth_password.get_secret_value()
+            conf["basic.auth.user.info"] = f"{self.basic_auth_user}:{password}"
+        for key, value in (
+            ("ssl.ca.location", self.ssl_ca_location),
+            ("ssl.certificate.location", self.ssl_certificate_location),
+            ("ssl.key.location", self.ssl_key_location),
+        ):
+            if value is not None:
+                conf[key] = value
+        if self.ssl_key_password is not None:
+            conf["ssl.key.password"] = self.ssl_key_password.get_secret_value()
+        return conf
+
+
+def _schema_text(path: str | None) -> str | None:
+    """The `.avsc` file at `path` as compact JSON, checked to be a valid Avro schema."""
+    if path is None:
+        return None
+    from connectors.avro import read_schema_file
+
+    try:
+        return read_schema_file(path)
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from None
+
+
+class AvroReadSettings(_Model):
+    writer_schema: str | None = None
+    """.avsc file the records were written with: plain Avro binary. None: the Confluent wire
+    format, with writer schemas fetched by id from schema_registry."""
+    reader_schema: str | None = None
+    """.avsc file to read with (Avro schema resolution: added fields take their defaults, removed
+    fields are dropped); none means records come as written."""
+    _texts: tuple[str | None, str | None] = PrivateAttr(default=(None, None))
+
+    @model_validator(mode="after")
+    def _schemas_parse(self) -> AvroReadSettings:
+        self._texts = (_schema_text(self.writer_schema), _schema_text(self.reader_schema))
+        return self
+
+    def decoder(self, registry: SchemaRegistrySettings | None) -> AvroDecoder:
+        from connectors.avro import AvroDecoder
+
+        writer, reader = self._texts
+        if writer is not None:
+            return AvroDecoder(writer_schema=writer, reader_schema=reader)
+        if registry is None:
+            msg = "Avro needs avro.writer_schema (plain Avro) or schema_registry (wire format)"
+            raise ConfigError(msg)
+        return AvroDecoder(reader_schema=reader, registry=registry.client_config())
+
+
+class AvroWriteSettings(_Model):
+    schema_file: str | None = None
+    """.avsc file of the values written. With schema_registry it must be registered under
+    <topic>-value (or auto_register); none there means the subject's latest version."""
+    key_schema_file: str | None = None
+    """.avsc file of the keys (Kafka sink): keys are Avro only when this is given."""
+    auto_register: bool = False
+    """Register schema_file (and key_schema_file) under the topic's subjects at start-up; the
+    registry refuses an incompatible schema and the service does not start."""
+    _texts: tuple[str | None, str | None] = PrivateAttr(default=(None, None))
+
+    @model_validator(mode="after")
+    def _schemas_parse(self) -> AvroWriteSettings:
+        self._texts = (_schema_text(self.schema_file), _schema_text(self.key_schema_file))
+        return self
+
+    @property
+    def schema_text(self) -> str | None:
+        return self._texts[0]
+
+    def output(self, registry: SchemaRegistrySettings | None) -> AvroOutput:
+        from connectors.avro import AvroOutput
+
+        value, key = self._texts
+        conf = registry.client_config() if registry is not None else None
+        return AvroOutput(value, key, conf, self.auto_register)
+
+
 # --- Sources ---------------------------------------------------------------------------------
 
 
@@ -191,8 +347,20 @@ class KafkaSourceSettings(_Model):
     """Fewest Spark partitions a batch's input is split into (large ranges are cut)."""
     codec: Literal["bytes", "utf-8", "json", "avro"] = "bytes"
     """How record values are decoded."""
+    avro: AvroReadSettings = Field(default_factory=AvroReadSettings)
+    """Schemas of Avro values (codec: avro)."""
+    key_codec: Literal["bytes", "utf-8", "json", "avro"] = "bytes"
+    """How record keys are decoded; a key that does not decode fails its record like a value."""
+    key_avro: AvroReadSettings = Field(default_factory=AvroReadSettings)
+    """Schemas of Avro keys (key_codec: avro)."""
     fail_on_data_loss: bool = True
-    """Stop when offsets were deleted by retention before being read (else skip with a metric)."""
+    """Stop when offsets were deleted by retention before being read. false: skip them, count
+    them in dstreams_lost_offsets_total and, when a replay skips them, journal them."""
+    on_decode_error: Literal["fail", "skip"] = "fail"
+    """A record that cannot be decoded (or whose parse function raises) when dead_letter.topic is
+    not set: fail its batch with an error naming topic, partition and offset, or skip it (logged
+    and counted in dstreams_decode_errors_total). With a dead-letter topic such records go
+    there."""
     group_id: str | None = None
     """Consumer group the processed offsets are committed to, for lag tools only."""
     # `starting_offsets` in the planner's terms, made once by `_topics_or_pattern`.
@@ -202,6 +370,22 @@ class KafkaSourceSettings(_Model):
     def starting(self) -> StartingOffsets:
         """`starting_offsets` as the planner takes it (the field keeps the form written)."""
         return self._starting
+
+    def decoder(self, registry: SchemaRegistrySettings | None) -> str | Codec:
+        """The codec reads use: a codec name, or an object when Avro or keys need settings."""
+        from connectors.codecs import KeyedCodec
+
+        value = self.avro.decoder(registry) if self.codec == "avro" else self.codec
+        if self.key_codec == "bytes":
+            return value
+        key = self.key_avro.decoder(registry) if self.key_codec == "avro" else self.key_codec
+        return KeyedCodec(value, key)
+
+    def needs_registry(self) -> bool:
+        """Whether reading needs schema_registry (Avro without a writer schema file)."""
+        return (self.codec == "avro" and self.avro.writer_schema is None) or (
+            self.key_codec == "avro" and self.key_avro.writer_schema is None
+        )
 
     @field_validator("pattern")
     @classmethod
@@ -247,14 +431,27 @@ class KafkaSinkSettings(_Model):
     transaction_timeout_ms: DurationMs = 60_000
     """Must exceed a batch's write time and stay under the broker's transaction.max.timeout.ms
     (15 min by default); checked against the broker at start-up."""
+    format: Literal["json", "utf-8", "bytes", "avro"] = "json"
+    """How values are written; avro uses the avro settings (and schema_registry if set)."""
+    avro: AvroWriteSettings = Field(default_factory=AvroWriteSettings)
 
-    def build(self, kafka: KafkaSettings, default_partitions: int) -> KafkaSink:
+    def needs_registry(self) -> bool:
+        return self.format == "avro" and self.avro.schema_file is None
+
+    def build(
+        self,
+        kafka: KafkaSettings,
+        default_partitions: int,
+        registry: SchemaRegistrySettings | None = None,
+    ) -> KafkaSink:
         from sinks.kafka import KafkaSink
 
         partitions = self.partitions or default_partitions
         return KafkaSink(
             kafka.librdkafka_config(),
             self.topic,
+            avro=self.avro.output(registry) if self.format == "avro" else None,
+            serializer="json" if self.format == "avro" else self.format,
             partitions=partitions,
             replication_factor=self.replication_factor,
             transaction_timeout_ms=self.transaction_timeout_ms,
@@ -292,7 +489,15 @@ class PostgresSinkSettings(_Model):
             raise ValueError(msg)
         return self
 
-    def build(self, kafka: KafkaSettings, default_partitions: int) -> PostgresSink:
+    def needs_registry(self) -> bool:
+        return False
+
+    def build(
+        self,
+        kafka: KafkaSettings,
+        default_partitions: int,
+        registry: SchemaRegistrySettings | None = None,
+    ) -> PostgresSink:
         from sinks.postgres import PostgresSink
 
         return PostgresSink(
@@ -308,18 +513,44 @@ class FilesSinkSettings(_Model):
     type: Literal["files"]
     path: str = Field(min_length=1)
     """Directory; a batch lands in <path>/<output>/t=<batch time>/."""
-    format: Literal["jsonl"] = "jsonl"
+    format: Literal["jsonl", "avro"] = "jsonl"
+    """jsonl: one JSON value per line. avro: Avro object container files (avro.schema_file),
+    byte for byte the same on every replay."""
+    avro: AvroWriteSettings = Field(default_factory=AvroWriteSettings)
 
-    def build(self, kafka: KafkaSettings, default_partitions: int) -> FileSink:
+    @model_validator(mode="after")
+    def _avro_needs_a_schema(self) -> FilesSinkSettings:
+        if self.format == "avro" and self.avro.schema_file is None:
+            msg = "format avro needs avro.schema_file (the .avsc file of the rows written)"
+            raise ValueError(msg)
+        return self
+
+    def needs_registry(self) -> bool:
+        return False
+
+    def build(
+        self,
+        kafka: KafkaSettings,
+        default_partitions: int,
+        registry: SchemaRegistrySettings | None = None,
+    ) -> FileSink:
         from sinks.files import FileSink
 
-        return FileSink(self.path)
+        return FileSink(self.path, avro_schema=self.avro.schema_text)
 
 
 class ConsoleSinkSettings(_Model):
     type: Literal["console"]
 
-    def build(self, kafka: KafkaSettings, default_partitions: int) -> ConsoleSink:
+    def needs_registry(self) -> bool:
+        return False
+
+    def build(
+        self,
+        kafka: KafkaSettings,
+        default_partitions: int,
+        registry: SchemaRegistrySettings | None = None,
+    ) -> ConsoleSink:
         from sinks.console import ConsoleSink
 
         return ConsoleSink()
@@ -329,7 +560,8 @@ SinkSettings = Annotated[
     KafkaSinkSettings | PostgresSinkSettings | FilesSinkSettings | ConsoleSinkSettings,
     Field(discriminator="type"),
 ]
-"""One output's sink; every member has `build(kafka, default_partitions)`."""
+"""One output's sink; every member has `build(kafka, default_partitions, registry)` and
+`needs_registry()`."""
 
 
 # --- Service ---------------------------------------------------------------------------------
@@ -454,6 +686,39 @@ class BackpressureSettings(_Model):
     derived: float = Field(default=0.0, ge=0)
 
 
+class IngestSettings(_Model):
+    """The HTTP ingest endpoint (`dstreams ingest`): records in, acknowledged once replicated."""
+
+    enabled: bool = False
+    """Also serve the endpoint inside `dstreams run` (`dstreams ingest` always serves it)."""
+    # All interfaces: in a pod, clients connect from outside.
+    host: str = "0.0.0.0"  # noqa: S104
+    port: int = Field(default=8081, ge=0, le=65535)
+    """0 picks a free port (tests)."""
+    sources: list[Name] = Field(default_factory=list)
+    """Sources that accept records at POST /ingest/<source>; each must read exactly one topic.
+    Empty: every source that reads exactly one topic."""
+    keys_topic: TopicName | None = None
+    """Compacted topic of recent idempotency keys; none means dstreams.ingest-keys.<app_id>."""
+    key_retention_ms: DurationMs = 86_400_000
+    """How long an idempotency key is remembered after its request was acknowledged; a retry
+    later than this is written again."""
+    replication_factor: int | None = Field(default=None, ge=1)
+    """Replication factor of the keys topic if dstreams creates it; none: the brokers' default."""
+    ack_timeout_ms: DurationMs = 15_000
+    """Longest wait for the in-sync replicas to acknowledge a request before it is answered 503."""
+    max_request_bytes: int = Field(default=4 << 20, ge=1)
+    """Larger request bodies are refused with 413."""
+    max_records_per_request: int = Field(default=10_000, ge=1)
+    max_record_bytes: int = Field(default=1_000_000, ge=1)
+    """Largest key plus value of one record; keep it under the topics' max.message.bytes."""
+    max_in_flight_requests: int = Field(default=32, ge=1)
+    """Requests read or awaiting acknowledgement at once; more are answered 503 at once, so
+    memory stays under about this many times max_request_bytes."""
+    linger_ms: int = Field(default=5, ge=0)
+    """librdkafka's linger.ms for the ingest producer."""
+
+
 class Settings(BaseSettings):
     """Everything a dstreams service reads at start-up."""
 
@@ -477,6 +742,23 @@ class Settings(BaseSettings):
     http: HttpSettings = Field(default_factory=HttpSettings)
     logging: LoggingSettings = Field(default_factory=LoggingSettings)
     backpressure: BackpressureSettings = Field(default_factory=BackpressureSettings)
+    ingest: IngestSettings = Field(default_factory=IngestSettings)
+    schema_registry: SchemaRegistrySettings | None = None
+    """Confluent-API schema registry for Avro in the wire format; none: Avro from .avsc files."""
+
+    @model_validator(mode="after")
+    def _avro_has_its_schemas(self) -> Settings:
+        if self.schema_registry is not None:
+            return self
+        users = [f"sources.{name}" for name, s in self.sources.items() if s.needs_registry()]
+        users += [f"sinks.{name}" for name, s in self.sinks.items() if s.needs_registry()]
+        if users:
+            msg = (
+                f"{', '.join(users)} read or write Avro without a schema file, so they need "
+                "schema_registry; set schema_registry.url or give the .avsc files"
+            )
+            raise ValueError(msg)
+        return self
 
     @classmethod
     def settings_customise_sources(
@@ -518,9 +800,28 @@ def load_settings(
     for layer in layers:
         merged = deep_merge(merged, layer)
     try:
-        return Settings.model_validate(merged)
+        settings = Settings.model_validate(merged)
     except ValidationError as exc:
         raise InvalidConfig(problems_of(exc, Settings, merged, origins)) from None
+    problems = storage_problems(settings)
+    if problems:
+        raise InvalidConfig(problems)
+    return settings
+
+
+def storage_problems(settings: Settings) -> list[str]:
+    """On a cluster, what executors write (file outputs, checkpoints) must be on storage that
+    all of them see: one line per path that is not (rules in `service.config.storage`)."""
+    master = settings.spark.parsed_master
+    found = [
+        shared_path_problem(f"sinks.{name}.path", sink.path, master)
+        for name, sink in settings.sinks.items()
+        if isinstance(sink, FilesSinkSettings)
+    ]
+    found.append(
+        shared_path_problem("checkpoint.path", settings.checkpoint.path, master, uris=True)
+    )
+    return [problem for problem in found if problem is not None]
 
 
 def _renamed(layer: dict[str, Any]) -> dict[str, Any]:

@@ -1,21 +1,26 @@
 """Which Apache Kafka the tests and the demo talk to, and how they create topics on it.
 
 Order of choice (docs/architecture.md, Tests): `KAFKA_BOOTSTRAP_SERVERS` names an external
-cluster; else, when a Docker engine answers, a Testcontainers Kafka; else a local KRaft cluster
-started from the pinned Apache Kafka jars (`service.dev.kafka_cluster`). `DSTREAMS_KAFKA_BACKEND`
-names one of the three and makes it required: a CI job on a Docker host sets it to
-`testcontainers` so that the Testcontainers path cannot quietly fall back to the local cluster.
+cluster; else, when a Docker engine answers, a Testcontainers Kafka (`service.dev.kafka_container`,
+on the image the project builds locally); else a local KRaft cluster started from the pinned Apache
+Kafka jars (`service.dev.kafka_cluster`). `DSTREAMS_KAFKA_BACKEND` names one of the three and makes
+it required: `make test-containers` sets it to `testcontainers`, so that path cannot quietly fall
+back to the local cluster. Required, Testcontainers may start a private Docker engine
+(`service.dev.docker_engine`) when none answers; chosen by the order above, it only uses one that
+answers.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Literal
 
+from service.dev.docker_engine import start_refusal
 from service.dev.kafka_cluster import KafkaClusterError, LocalKafkaCluster
 
 KafkaBackend = Literal["external", "testcontainers", "local"]
@@ -23,14 +28,12 @@ BACKENDS: tuple[KafkaBackend, ...] = ("external", "testcontainers", "local")
 
 BOOTSTRAP_ENV = "KAFKA_BOOTSTRAP_SERVERS"
 BACKEND_ENV = "DSTREAMS_KAFKA_BACKEND"
-# Confluent Platform 7.9 is Apache Kafka 3.9, the newest image the Testcontainers module can
-# configure for KRaft; the protocol features the tests use are the same as in 4.1.
-TESTCONTAINERS_IMAGE = "confluentinc/cp-kafka:7.9.0"
 
 
 def choose_kafka_backend(environ: Mapping[str, str], docker_available: bool) -> KafkaBackend:
     """The backend to use: the one `DSTREAMS_KAFKA_BACKEND` requires, else an external cluster
-    if named, else Testcontainers, else local."""
+    if named, else Testcontainers, else local. `docker_available`: an engine answers or, when
+    Testcontainers is required, can be started."""
     required = environ.get(BACKEND_ENV, "").strip().lower()
     if required:
         return _required_backend(required, environ, docker_available)
@@ -56,7 +59,8 @@ def _required_backend(
     if backend == "testcontainers" and not docker_available:
         msg = (
             f"{BACKEND_ENV}=testcontainers, but no Docker engine answered (DOCKER_HOST or "
-            "/var/run/docker.sock): start Docker, or unset the variable to use the local cluster"
+            "/var/run/docker.sock) and none can be started here: start Docker, run as root with "
+            "Debian's docker.io installed, or unset the variable to use the local cluster"
         )
         raise KafkaClusterError(msg)
     return backend
@@ -76,6 +80,21 @@ def docker_engine_answers(timeout_s: float = 2.0) -> bool:
         return False
 
 
+def kafka_backend(brokers: int = 1) -> KafkaBackend:
+    """The backend `kafka_endpoint(brokers)` uses in this environment."""
+    # Docker is only asked when it matters: the ping can take its whole timeout.
+    required = os.environ.get(BACKEND_ENV, "").strip().lower()
+    named = bool(os.environ.get(BOOTSTRAP_ENV, "").strip())
+    ask_docker = required == "testcontainers" or (not required and not named)
+    docker_available = ask_docker and docker_engine_answers()
+    if required == "testcontainers" and not docker_available:
+        dockerd = shutil.which("dockerd")
+        docker_available = start_refusal(os.environ, os.geteuid(), dockerd) is None
+    backend = choose_kafka_backend(os.environ, docker_available=docker_available)
+    # Testcontainers gives one broker only: more are served by the local cluster.
+    return "local" if backend == "testcontainers" and brokers > 1 else backend
+
+
 @contextmanager
 def kafka_endpoint(brokers: int = 1) -> Iterator[str]:
     """Yield the bootstrap servers of a Kafka with `brokers` brokers, stopping it afterwards.
@@ -83,48 +102,30 @@ def kafka_endpoint(brokers: int = 1) -> Iterator[str]:
     An external cluster is used as it is. Testcontainers gives one broker only, so a request for
     more brokers is served by the local cluster.
     """
-    # Docker is only asked when it matters: the ping can take its whole timeout.
-    required = os.environ.get(BACKEND_ENV, "").strip().lower()
-    named = bool(os.environ.get(BOOTSTRAP_ENV, "").strip())
-    ask_docker = required == "testcontainers" or (not required and not named)
-    docker_available = ask_docker and docker_engine_answers()
-    backend = choose_kafka_backend(os.environ, docker_available=docker_available)
-    if backend == "testcontainers" and brokers > 1:
-        backend = "local"
+    backend = kafka_backend(brokers)
     if backend == "external":
         bootstrap = os.environ[BOOTSTRAP_ENV].strip()
-        _announce(f"external cluster from ${BOOTSTRAP_ENV} at {bootstrap}")
+        announce(f"external cluster from ${BOOTSTRAP_ENV} at {bootstrap}")
         yield bootstrap
     elif backend == "testcontainers":
-        with _testcontainers_kafka() as bootstrap:
-            _announce(f"Testcontainers {TESTCONTAINERS_IMAGE} (KRaft) at {bootstrap}")
-            yield bootstrap
+        from service.dev.docker_engine import docker_engine
+        from service.dev.kafka_container import kafka_on_docker
+
+        with docker_engine() as engine, kafka_on_docker(engine) as kafka:
+            announce(f"Testcontainers {kafka.image} (KRaft) at {kafka.bootstrap}")
+            yield kafka.bootstrap
     else:
         with LocalKafkaCluster(brokers=brokers) as cluster:
-            _announce(
+            announce(
                 f"local KRaft cluster of {brokers} broker(s) at {cluster.bootstrap_servers} "
                 f"(files in {cluster.workdir})"
             )
             yield cluster.bootstrap_servers
 
 
-def _announce(what: str) -> None:
+def announce(what: str) -> None:
+    """One line on stderr naming the Kafka in use (pytest shows it with the session's output)."""
     print(f"dstreams: Kafka backend: {what}", file=sys.stderr, flush=True)
-
-
-@contextmanager
-def _testcontainers_kafka() -> Iterator[str]:
-    from testcontainers.community.kafka import KafkaContainer
-
-    container = (
-        KafkaContainer(image=TESTCONTAINERS_IMAGE)
-        .with_kraft()
-        # One broker cannot hold the default RF=3 / min ISR 2 transaction log.
-        .with_env("KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR", "1")
-        .with_env("KAFKA_TRANSACTION_STATE_LOG_MIN_ISR", "1")
-    )
-    with container:
-        yield str(container.get_bootstrap_server())
 
 
 # --- Topics -----------------------------------------------------------------------------------

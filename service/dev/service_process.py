@@ -1,4 +1,5 @@
-"""Runs `dstreams run` as a child process for tests, the demo and benchmarks.
+"""Runs `dstreams run` (or `dstreams ingest`) as a child process for tests, the demo and
+benchmarks.
 
 The process is started with its own config file and log, and stopped (SIGTERM) or killed
 (SIGKILL) by its PID only. `/status` is read over HTTP to wait for progress.
@@ -26,7 +27,12 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 class ServiceProcess:
-    """One driver process of a job; `config` is the YAML document (a dict) it runs with."""
+    """One process of a job; `config` is the YAML document (a dict) it runs with.
+
+    `command` is the `dstreams` command (`run`: a driver; `ingest`: the ingest endpoint). The
+    process serves HTTP on `port`, a free loopback port set as `http.port` for a driver and
+    `ingest.port` for the ingest endpoint.
+    """
 
     def __init__(
         self,
@@ -34,12 +40,15 @@ class ServiceProcess:
         workdir: Path,
         env: Mapping[str, str] | None = None,
         name: str = "service",
+        command: str = "run",
     ) -> None:
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
-        http = {**config.get("http", {}), "host": "127.0.0.1", "port": self.port}
-        self.config = {**config, "http": http}
+        self.command = command
+        section = "ingest" if command == "ingest" else "http"
+        served = {**config.get(section, {}), "host": "127.0.0.1", "port": self.port}
+        self.config = {**config, section: served}
         self.config.setdefault("logging", {"format": "json", "level": "INFO"})
         self.env = dict(env or {})
         self.name = name
@@ -54,7 +63,7 @@ class ServiceProcess:
         with open(self.log_path, "ab") as log:
             log.write(f"--- start {self.starts} ---\n".encode())
             self.process = subprocess.Popen(  # noqa: S603 - our own interpreter and module
-                [sys.executable, "-m", "service", "run", "--config", str(self.config_path)],
+                [sys.executable, "-m", "service", self.command, "--config", str(self.config_path)],
                 cwd=REPO_ROOT,
                 stdout=log,
                 stderr=subprocess.STDOUT,

@@ -9,21 +9,25 @@ from __future__ import annotations
 import importlib
 import logging
 import signal
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from service.config.settings import Settings
+from service.config.settings import InvalidConfig, Settings, storage_problems
 from service.driver.checkpoints import (
     CheckpointObserver,
     StateCheckpoints,
     default_interval_batches,
 )
+from service.driver.job_code import prepare_executors
 from service.driver.lifecycle import BatchLifecycle
 from service.driver.recovery import JournalLog, check_before_start, recover
+from service.driver.replication import check_replication
 from service.driver.scheduler import Scheduler
-from service.driver.spark import create_spark_context
+from service.driver.spark import create_spark_context, driver_address
 from service.errors import ConfigError, FencedOut
 from service.graph.checkpoint_store import CheckpointStore
 from service.graph.context import StreamingContext
@@ -91,6 +95,7 @@ class Service:
         self.lifecycle: BatchLifecycle | None = None
         self.ctx: StreamingContext | None = None
         self.sc: Any = None
+        self._job_zip_dir: tempfile.TemporaryDirectory[str] | None = None
 
     def run(self) -> int:
         self._install_signal_handlers()
@@ -107,28 +112,29 @@ class Service:
                 self.ctx.close()
             if self.sc is not None:
                 self.sc.stop()
+            if self._job_zip_dir is not None:
+                self._job_zip_dir.cleanup()
 
     def _run(self) -> int:
         from service.driver import wiring
 
         settings = self.settings
+        problems = storage_problems(
+            settings
+        )  # settings not made by load_settings (tests, embedders)
+        if problems:
+            raise InvalidConfig(problems)
         self.ctx = build_context(settings)
         self.observer.lag_source = self.ctx.consumer_lag
+        self.observer.lost_source = self.ctx.lost_offsets
         journal = wiring.make_journal(settings)
+        check_replication(settings, self.ctx, self.observer.metrics)
         # A damaged journal or a changed graph is refused now, in about a second, not after
         # Spark has started; recovery checks again under the new epoch.
         check_before_start(journal, self.ctx)
-        spark_started = time.monotonic()
-        self.sc = create_spark_context(
-            f"dstreams-{settings.app_id}", settings.spark.master, settings.spark.spark_conf()
-        )
-        log.info(
-            "%s (version %s, %.1fs)",
-            SPARK_UP,
-            self.sc.version,
-            time.monotonic() - spark_started,
-        )
-        self.ctx.attach_spark(self.sc)
+        self.sc = self._start_spark()
+        spark = settings.spark
+        self.ctx.attach_spark(self.sc, spark.stable_placement and not spark.parsed_master.is_local)
         epoch = journal.open()
         self.observer.set_epoch(epoch)
         journal_log = JournalLog(
@@ -148,6 +154,31 @@ class Service:
         journal.close()
         log.info("stopped gracefully")
         return EXIT_OK
+
+    def _start_spark(self) -> Any:
+        """The SparkContext; on a cluster, with the job's code shipped and the executors checked
+        (docs/architecture.md, Where it runs)."""
+        spark = self.settings.spark
+        started = time.monotonic()
+        master = spark.parsed_master
+        address = driver_address(master, spark.driver_host, spark.bind_address)
+        sc = create_spark_context(
+            f"dstreams-{self.settings.app_id}", spark.master, spark.spark_conf(), address=address
+        )
+        self.sc = sc  # stopped by run() even if the check below refuses the cluster
+        if not master.is_local:
+            self._job_zip_dir = tempfile.TemporaryDirectory(prefix="dstreams-job-")
+            folder = Path(self._job_zip_dir.name)
+            prepare_executors(sc, self.settings.job, spark.ship_job, folder, spark.start_timeout_s)
+        log.info(
+            "%s (version %s, master %s, driver at %s, %.1fs)",
+            SPARK_UP,
+            sc.version,
+            spark.master,
+            address.host,
+            time.monotonic() - started,
+        )
+        return sc
 
     def _run_batch(self, batch_time: int, scheduling_delay_s: float) -> None:
         assert self.lifecycle is not None and self.ctx is not None  # noqa: S101 - set in _run

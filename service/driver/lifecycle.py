@@ -23,10 +23,11 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
+from connectors.offsets import OffsetRange
 from service import faults
 from service.graph.base import BatchOutcome, OutputResult
 from service.graph.context import StreamingContext
-from service.graph.counters import Counts
+from service.graph.counters import Counts, skipped_runs
 from service.graph.plan import BatchPlan
 from service.journal.base import JournalState
 
@@ -60,7 +61,9 @@ class JournalWriter(Protocol):
 
     def journal_planned(self, plan: BatchPlan, fingerprint: str) -> None: ...
 
-    def journal_completed(self, batch_time: int, outputs: dict[str, int]) -> None: ...
+    def journal_completed(
+        self, batch_time: int, outputs: dict[str, int], skipped: tuple[OffsetRange, ...] = ()
+    ) -> None: ...
 
 
 class StateCheckpointer(Protocol):
@@ -149,11 +152,16 @@ class BatchLifecycle:
         for output, result in zip(self.ctx.outputs, results, strict=True):
             output.commit(self.ctx.app_id, batch_time, result)
 
-    def journal_completed(self, batch_time: int, results: list[OutputResult]) -> None:
+    def journal_completed(
+        self,
+        batch_time: int,
+        results: list[OutputResult],
+        skipped: tuple[OffsetRange, ...] = (),
+    ) -> None:
         faults.crash_point("before-completed")
         if self.journal is not None:
             rows = {result.name: result.rows for result in results}
-            self.journal.journal_completed(batch_time, rows)
+            self.journal.journal_completed(batch_time, rows, skipped)
 
     def acknowledge(self, plan: BatchPlan) -> None:
         faults.crash_point("before-ack")
@@ -173,7 +181,7 @@ class BatchLifecycle:
         try:
             results = self.run_outputs(plan)
             self.commit_sinks(batch_time, results)
-            self.journal_completed(batch_time, results)
+            self.journal_completed(batch_time, results, skipped_offsets(before, self._counters()))
             self.checkpoints.after_completed(batch_time)
         except BaseException as error:
             self.observer.batch_failed(batch_time, error)
@@ -195,3 +203,12 @@ class BatchLifecycle:
     def _counters(self) -> Counts:
         counters = self.ctx.input_counters
         return dict(counters.value) if counters is not None else {}
+
+
+def skipped_offsets(before: Counts, after: Counts) -> tuple[OffsetRange, ...]:
+    """The runs of deleted offsets this batch's reads skipped (fail_on_data_loss off)."""
+    new = {key: n for key, n in after.items() if n != before.get(key, 0)}
+    return tuple(
+        OffsetRange(run.topic, run.partition, run.from_offset, run.until_offset)
+        for run in skipped_runs(new)
+    )

@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from connectors.offsets import OffsetRange
 from service.driver.lifecycle import BatchLifecycle
 from service.driver.scheduler import align_up, now_ms
 from service.errors import GraphChanged
@@ -56,8 +57,10 @@ class JournalLog:
         self._append(record)
         self._graph_written = True
 
-    def journal_completed(self, batch_time: int, outputs: dict[str, int]) -> None:
-        self._append(CompletedRecord(self.epoch, batch_time, outputs))
+    def journal_completed(
+        self, batch_time: int, outputs: dict[str, int], skipped: tuple[OffsetRange, ...] = ()
+    ) -> None:
+        self._append(CompletedRecord(self.epoch, batch_time, outputs, skipped))
 
     def journal_checkpoint(self, batch_time: int, refs: dict[str, str]) -> None:
         self._append(CheckpointRecord(self.epoch, batch_time, refs))

@@ -1,17 +1,27 @@
-"""Creates the SparkContext the engine runs on, with the settings determinism depends on."""
+"""Creates the SparkContext the engine runs on, with the settings determinism depends on.
+
+Any master works: `local[N]` runs every task inside the driver's JVM, on loopback; a cluster
+(`spark://`, `k8s://`, `yarn`) runs them on executors, which connect back to the driver at an
+address they can reach (see `driver_address`; docs/architecture.md, Where it runs).
+"""
 
 from __future__ import annotations
 
 import os
 import re
+import socket
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from service.config.masters import SparkMaster, parse_master
 from service.config.paths import shipped_config_file
+from service.errors import ConfigError
 
 HASH_SEED = "0"
 LOG4J2_FILE = shipped_config_file("log4j2.properties")
+LOOPBACK = "127.0.0.1"
 
 # Settings every dstreams job needs; user settings may add to these but not weaken determinism.
 BASE_CONF: dict[str, str] = {
@@ -23,12 +33,55 @@ BASE_CONF: dict[str, str] = {
     "spark.python.daemon.module": "service.driver.spark_daemon",
     # A Kafka-fed RDD has no locality; waiting for it only adds latency.
     "spark.locality.wait": "0",
+    # Except for an output partition's own executor (see service/graph/placement.py): moving a
+    # Kafka sink's task costs a producer initialization (0.1-1 s), more than this wait.
+    "spark.locality.wait.process": "1s",
     # Output partition p of batch t must be the same on every replay: fixed string hashing.
     "spark.executorEnv.PYTHONHASHSEED": HASH_SEED,
     "spark.sql.shuffle.partitions": "4",
-    "spark.driver.bindAddress": "127.0.0.1",
-    "spark.driver.host": "127.0.0.1",
 }
+
+
+@dataclass(frozen=True)
+class DriverAddress:
+    """Where executors reach the driver (`host`) and where it listens (`bind`)."""
+
+    host: str
+    bind: str
+
+    def spark_conf(self) -> dict[str, str]:
+        return {"spark.driver.host": self.host, "spark.driver.bindAddress": self.bind}
+
+
+def driver_address(
+    master: SparkMaster, host: str | None = None, bind: str | None = None
+) -> DriverAddress:
+    """Loopback in local mode; on a cluster, `host` (else the route towards the master) and
+    `bind` (else `host`)."""
+    if master.is_local:
+        return DriverAddress(LOOPBACK, LOOPBACK)
+    chosen = host or route_towards(master)
+    return DriverAddress(chosen, bind or chosen)
+
+
+def route_towards(master: SparkMaster) -> str:
+    """This host's address on its route to the master (no packet is sent: a UDP `connect` only
+    picks the interface). YARN names no master address; there, the host name's address."""
+    try:
+        if not master.endpoints:
+            return socket.gethostbyname(socket.gethostname())
+        host, port = master.endpoints[0]
+        family, kind, proto, _, target = socket.getaddrinfo(host, port, type=socket.SOCK_DGRAM)[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.connect(target)
+            return str(probe.getsockname()[0])
+    except OSError as error:
+        msg = (
+            f"expected to find this host's address towards the Spark master {master.url!r}, "
+            f"found none ({error}); set spark.driver_host to an address the executors can "
+            "reach (in a pod: DSTREAMS_SPARK__DRIVER_HOST from status.podIP)"
+        )
+        raise ConfigError(msg) from error
 
 
 def with_task_retries(master: str) -> str:
@@ -38,23 +91,47 @@ def with_task_retries(master: str) -> str:
     return f"local[{match.group(1)},4]" if match else master
 
 
+def spark_conf(
+    master: SparkMaster, address: DriverAddress, extra_conf: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """Every Spark property dstreams sets: the base, the driver's address, then the user's."""
+    conf = {**BASE_CONF, **address.spark_conf()}
+    if LOG4J2_FILE.exists():
+        option = f"-Dlog4j.configurationFile=file:{LOG4J2_FILE}"
+        conf["spark.driver.extraJavaOptions"] = option
+        if master.on_this_host:  # elsewhere the file's path means nothing
+            conf["spark.executor.extraJavaOptions"] = option
+    return {**conf, **(extra_conf or {})}
+
+
 def create_spark_context(
-    app_name: str, master: str = "local[2]", extra_conf: Mapping[str, str] | None = None
+    app_name: str,
+    master: str = "local[2]",
+    extra_conf: Mapping[str, str] | None = None,
+    *,
+    address: DriverAddress | None = None,
 ) -> Any:
-    """Start (or return the running) SparkContext with dstreams' base settings."""
+    """Start (or return the running) SparkContext with dstreams' base settings.
+
+    `address` defaults to `driver_address(master)`: loopback in local mode, the route towards
+    the master on a cluster.
+    """
+    parsed = parse_master(master)
+    address = address or driver_address(parsed)
     os.environ["PYTHONHASHSEED"] = HASH_SEED
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    if parsed.is_local:
+        os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
+    elif os.environ.get("SPARK_LOCAL_IP", "").startswith("127."):
+        # Inherited from a setup made for local mode, it would hide the driver from executors;
+        # spark.driver.host and bindAddress say where the driver is.
+        del os.environ["SPARK_LOCAL_IP"]
     # Workers must run the driver's interpreter, or they lack the driver's packages.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark import SparkConf, SparkContext
 
     conf = SparkConf().setAppName(app_name).setMaster(with_task_retries(master))
-    for key, value in {**BASE_CONF, **(extra_conf or {})}.items():
+    for key, value in spark_conf(parsed, address, extra_conf).items():
         conf.set(key, value)
-    if LOG4J2_FILE.exists():
-        option = f"-Dlog4j.configurationFile=file:{LOG4J2_FILE}"
-        conf.set("spark.driver.extraJavaOptions", option)
-        conf.set("spark.executor.extraJavaOptions", option)
     sc = SparkContext.getOrCreate(conf)
     sc.setLogLevel("WARN")
     return sc

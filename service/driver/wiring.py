@@ -6,6 +6,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from connectors.reader import ReadPolicy
 from service.config.settings import Settings
 from service.errors import ConfigError
 from service.graph.context import StreamingContext
@@ -32,7 +33,7 @@ def make_kafka_source(settings: Settings, ctx: StreamingContext, name: str) -> K
         raise ConfigError(msg)
     conf = settings.kafka.librdkafka_config()
     conf["group.id"] = source.group_id or settings.app_id
-    return ctx.kafka_stream(
+    stream = ctx.kafka_stream(
         name,
         conf,
         topics=list(source.topics) if source.topics else None,
@@ -43,6 +44,17 @@ def make_kafka_source(settings: Settings, ctx: StreamingContext, name: str) -> K
         codec=source.codec,
         fail_on_data_loss=source.fail_on_data_loss,
     )
+    # Without a dead-letter topic an undecodable record would vanish; only an explicit
+    # `on_decode_error: skip` lets it (docs/architecture.md, "No silent loss").
+    no_dead_letters = settings.dead_letter.topic is None
+    codec = source.decoder(settings.schema_registry)
+    if not isinstance(codec, str):
+        stream.decode_with(codec)
+    stream.read_policy = ReadPolicy(
+        fail_on_decode_error=no_dead_letters and source.on_decode_error == "fail",
+        fail_on_data_loss=source.fail_on_data_loss,
+    )
+    return stream
 
 
 def make_sink(settings: Settings, name: str) -> Sink:
@@ -52,7 +64,7 @@ def make_sink(settings: Settings, name: str) -> Sink:
         known = ", ".join(sorted(settings.sinks)) or "none"
         msg = f"the job writes output {name!r}, but sinks.{name} is not configured (known: {known})"
         raise ConfigError(msg)
-    return sink.build(settings.kafka, settings.default_partitions)
+    return sink.build(settings.kafka, settings.default_partitions, settings.schema_registry)
 
 
 def add_dead_letter_outputs(settings: Settings, ctx: StreamingContext) -> None:

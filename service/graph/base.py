@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from service.graph.counters import Counts, total_decode_errors, total_records
+from service.graph.placement import OutputPlacement
 from service.graph.plan import BatchPlan
 from sinks.base import Sink
 
@@ -29,6 +30,8 @@ class OutputResult:
     rows: int
     skipped_partitions: int
     seconds: float = 0.0
+    opened_clients: int = 0
+    """Partitions whose write had to set up a sink client first (e.g. a Kafka producer)."""
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,7 @@ class GraphContext(Protocol):
     default_partitions: int
     dead_letters_enabled: bool
     input_counters: Any
+    placement: OutputPlacement
 
     def register(self, stream: Node) -> int: ...
 

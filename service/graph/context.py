@@ -11,10 +11,12 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from connectors.reader import ReadPolicy
 from service.errors import ConfigError
 from service.graph.base import Node, OutputOperation
 from service.graph.counters import CountersParam
 from service.graph.dstream import DStream, StatefulDStream
+from service.graph.placement import OutputPlacement
 from service.graph.plan import BatchPlan
 from service.graph.sources import InputDStream, KafkaInputDStream, QueueInputDStream
 from sinks.base import Sink
@@ -50,6 +52,7 @@ class StreamingContext:
         self.outputs: list[OutputOperation] = []
         self.dead_letters_enabled = False
         self.input_counters: Any = None
+        self.placement = OutputPlacement()
         self._sink_factory = sink_factory
         self._source_factory = source_factory
         self._sources_by_name: dict[str, InputDStream] = {}
@@ -90,9 +93,7 @@ class StreamingContext:
         """
         from connectors.planner import ConfluentMetadata, OffsetPlanner, StartingOffsets
 
-        if name in self._sources_by_name:
-            msg = f"source {name!r} is declared twice; give each source its own name"
-            raise ConfigError(msg)
+        self._check_new_source(name)
         metadata = ConfluentMetadata(kafka_conf)
         self._closeables.append(metadata)
         planner = OffsetPlanner(
@@ -104,12 +105,18 @@ class StreamingContext:
             fail_on_data_loss=fail_on_data_loss,
         )
         subscription: list[str] | str = sorted(topics) if topics is not None else str(pattern)
+        policy = ReadPolicy(fail_on_data_loss=fail_on_data_loss)
         stream = KafkaInputDStream(
-            self, name, planner, kafka_conf, codec, min_partitions, subscription
+            self, name, planner, kafka_conf, codec, min_partitions, subscription, policy
         )
         stream.metadata = metadata
         self._sources_by_name[name] = stream
         return stream
+
+    def _check_new_source(self, name: str) -> None:
+        if name in self._sources_by_name:
+            msg = f"source {name!r} is declared twice; give each source its own name"
+            raise ConfigError(msg)
 
     def consumer_lag(self) -> dict[tuple[str, int], int]:
         """Records waiting behind the last planned batch, per Kafka partition."""
@@ -118,6 +125,14 @@ class StreamingContext:
             if isinstance(source, KafkaInputDStream):
                 lag.update(source.lag())
         return lag
+
+    def lost_offsets(self) -> dict[tuple[str, int], int]:
+        """Offsets planning skipped because retention deleted them, per partition, since start."""
+        lost: dict[tuple[str, int], int] = {}
+        for source in self.inputs:
+            if isinstance(source, KafkaInputDStream):
+                lost.update(source.planner.lost_offsets())
+        return lost
 
     def source(self, name: str, parse: Callable[[Any], Any] | None = None) -> DStream:
         """The decoded values of the Kafka source configured under `name`.
@@ -171,14 +186,17 @@ class StreamingContext:
         }
         return json.dumps(graph, sort_keys=True, default=str)
 
-    def attach_spark(self, sc: Any) -> None:
+    def attach_spark(self, sc: Any, stable_placement: bool = False) -> None:
         """Gives the built graph the SparkContext its batches run on.
 
         Until then `sc` is None: jobs build graphs without Spark, and use Spark only inside
         the functions they pass to operators (`transform` gets each batch's RDD).
+        `stable_placement` pins each output partition's task to one executor on a cluster
+        (see `service.graph.placement`).
         """
         self.sc = sc
         self.input_counters = sc.accumulator({}, CountersParam())
+        self.placement.active = stable_placement
 
     def close(self) -> None:
         """Closes the driver-side clients the sources and the outputs' sinks opened."""

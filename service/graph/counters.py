@@ -31,7 +31,26 @@ class DecodeErrors:
     topic: str
 
 
-CounterKey: TypeAlias = InputRecords | DecodeErrors
+@dataclass(frozen=True)
+class SkippedOffsets:
+    """Key: a run `[from_offset, until_offset)` of one partition that a read skipped because
+    retention had deleted it (only with `fail_on_data_loss: false`).
+
+    The run is the key and its count is ignored: a source RDD read by several jobs reports the
+    same run more than once, and it must be journaled and counted once.
+    """
+
+    topic: str
+    partition: int
+    from_offset: int
+    until_offset: int
+
+    @property
+    def count(self) -> int:
+        return self.until_offset - self.from_offset
+
+
+CounterKey: TypeAlias = InputRecords | DecodeErrors | SkippedOffsets
 Counts: TypeAlias = dict[CounterKey, int]
 
 
@@ -43,6 +62,14 @@ def total_records(counts: Mapping[CounterKey, int]) -> int:
 def total_decode_errors(counts: Mapping[CounterKey, int]) -> int:
     """Records of every topic that failed to decode."""
     return sum(n for key, n in counts.items() if isinstance(key, DecodeErrors))
+
+
+def skipped_runs(counts: Mapping[CounterKey, int]) -> list[SkippedOffsets]:
+    """The runs of deleted offsets that reads skipped, each once, in order."""
+    return sorted(
+        (key for key in counts if isinstance(key, SkippedOffsets)),
+        key=lambda run: (run.topic, run.partition, run.from_offset),
+    )
 
 
 def add_count(counts: Counts, key: CounterKey, n: int) -> None:

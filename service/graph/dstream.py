@@ -287,7 +287,8 @@ class DStream:
 
     def write(self, name: str, sink: Sink | None = None) -> None:
         """Writes every batch to `sink` (or the sink configured under `name`) exactly once."""
-        self.ctx.add_output(SinkOutput(self, name, sink or self.ctx.configured_sink(name)))
+        sink = sink or self.ctx.configured_sink(name)
+        self.ctx.add_output(SinkOutput(self, name, sink, self.ctx.placement))
 
     # --- helpers --------------------------------------------------------------------------
 

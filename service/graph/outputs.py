@@ -10,20 +10,26 @@ Outputs see their stream only as a `BatchStream` (its RDD and its emptiness for 
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable, Iterator
 from functools import partial
 from typing import Any
 
 from service.graph.base import RDD, BatchFunction, BatchStream, OutputResult
+from service.graph.placement import OutputPlacement
 from service.graph.plan import BatchPlan
 from sinks.base import BatchKey, Sink
 
 __all__ = ["ForeachBatchOutput", "Output", "OutputResult", "SinkOutput"]
 
+log = logging.getLogger(__name__)
+
 
 # The output that carries a source's undecodable records is named `<source><suffix>`.
 DEAD_LETTER_SUFFIX = ".dead-letters"
+# What a task tells the driver of its write: partition, rows, skipped, opened a client, attempt.
+Report = tuple[int, int, bool, bool, int]
 
 
 class SinkOutput:
@@ -31,10 +37,14 @@ class SinkOutput:
 
     exactly_once = True
 
-    def __init__(self, stream: BatchStream, name: str, sink: Sink) -> None:
+    def __init__(
+        self, stream: BatchStream, name: str, sink: Sink, placement: OutputPlacement | None = None
+    ) -> None:
         self.stream = stream
         self.name = name
         self.sink = sink
+        # On a cluster, partition p's task runs on the same executor each batch (placement.py).
+        self.placement = placement or OutputPlacement()
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "stream": self.stream.node_id, "sink": type(self.sink).__name__}
@@ -52,10 +62,28 @@ class SinkOutput:
             reports = self._write_on_driver(rdd, app, batch_time)
         else:
             write = partial(write_partition, self.sink, app, self.name, batch_time)
-            reports = rdd.mapPartitionsWithIndex(write).collect()
+            reports = self.placement.pinned(rdd.mapPartitionsWithIndex(write)).collect()
         rows = sum(report[1] for report in reports)
         skipped = sum(1 for report in reports if report[2])
-        return OutputResult(self.name, len(reports), rows, skipped, time.monotonic() - started)
+        opened = sum(1 for report in reports if report[3])
+        self._log_later_attempts(batch_time, reports)
+        seconds = time.monotonic() - started
+        return OutputResult(self.name, len(reports), rows, skipped, seconds, opened)
+
+    def _log_later_attempts(self, batch_time: int, reports: list[Report]) -> None:
+        """Says which partitions a retry or a speculative copy wrote: worth seeing, and proof
+        that the other attempts collapsed into it."""
+        for partition, _, was_skipped, _, attempt in reports:
+            if attempt > 0:
+                log.info(
+                    "output %s batch %d: partition %d was written by attempt %d (a retry or a "
+                    "speculative copy; %s), every other attempt fenced or skipped",
+                    self.name,
+                    batch_time,
+                    partition,
+                    attempt,
+                    "it found the batch committed" if was_skipped else "it committed the batch",
+                )
 
     def commit(self, app: str, batch_time: int, result: OutputResult) -> None:
         self.sink.commit(app, self.name, batch_time, result.partitions)
@@ -63,13 +91,13 @@ class SinkOutput:
     def close(self) -> None:
         self.sink.close()
 
-    def _write_on_driver(self, rdd: RDD, app: str, batch_time: int) -> list[tuple[int, int, bool]]:
+    def _write_on_driver(self, rdd: RDD, app: str, batch_time: int) -> list[Report]:
         """For driver-side sinks (console, tests): collect each partition, then write it."""
         parts = rdd.mapPartitionsWithIndex(collect_partition).collect()
         reports = []
         for index, rows in parts:
             result = self.sink.write(BatchKey(app, self.name, batch_time, index), rows)
-            reports.append((index, result.rows, result.skipped))
+            reports.append((index, result.rows, result.skipped, result.opened_client, 0))
         return reports
 
 
@@ -116,11 +144,23 @@ def collect_partition(index: int, rows: Iterable[Any]) -> Iterator[tuple[int, li
 
 def write_partition(
     sink: Sink, app: str, output: str, batch_time: int, index: int, rows: Iterable[Any]
-) -> Iterator[tuple[int, int, bool]]:
-    """Executor side: writes one partition and reports `(partition, rows, skipped)`."""
+) -> Iterator[Report]:
+    """Executor side: writes one partition; reports `(partition, rows, skipped, opened,
+    attempt)`."""
     from service import faults
 
+    attempt = task_attempt()
+    faults.straggle_point("task-before-write", index, attempt)
     faults.crash_point("task-before-write")
     result = sink.write(BatchKey(app, output, batch_time, index), rows)
     faults.crash_point("task-after-write")
-    yield (index, result.rows, result.skipped)
+    faults.straggle_point("task-after-write", index, attempt)
+    yield (index, result.rows, result.skipped, result.opened_client, attempt)
+
+
+def task_attempt() -> int:
+    """This task's attempt number: 0 for the first, more for a retry or a speculative copy."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    return int(context.attemptNumber()) if context is not None else 0

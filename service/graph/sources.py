@@ -13,9 +13,10 @@ from functools import partial
 from typing import Any
 
 from connectors.offsets import OffsetRange
+from connectors.reader import ReadPolicy
 from service.errors import DataLoss, JournalCorrupt
 from service.graph.base import RDD, GraphContext
-from service.graph.counters import Counts, DecodeErrors, InputRecords, add_count
+from service.graph.counters import Counts, DecodeErrors, InputRecords, SkippedOffsets, add_count
 from service.graph.dstream import DStream
 from service.graph.plan import BatchPlan, SourcePlan
 
@@ -126,6 +127,7 @@ class KafkaInputDStream(InputDStream):
         codec: str,
         min_partitions: int,
         subscription: list[str] | str,
+        read_policy: ReadPolicy | None = None,
     ) -> None:
         super().__init__(ctx, name, "kafka")
         self.planner = planner
@@ -136,6 +138,9 @@ class KafkaInputDStream(InputDStream):
         self._min_partitions = min_partitions
         self.params["codec"] = codec
         self.params["subscription"] = subscription
+        # What a read does with undecodable records and deleted offsets; the wiring replaces it
+        # with the one the source's settings ask for.
+        self.read_policy = read_policy or ReadPolicy()
 
     metadata: Any = None
 
@@ -193,19 +198,24 @@ class KafkaInputDStream(InputDStream):
         slices = self.ctx.sc.parallelize([[piece] for piece in pieces], len(pieces))
         counters = self.ctx.input_counters
         codec = self._codec_object or self._codec
-        read = partial(read_partition, self._conf, codec, counters, not self._needs_metadata())
+        values_only = not self._needs_metadata()
+        read = partial(read_partition, self._conf, codec, counters, values_only, self.read_policy)
         rdd = slices.mapPartitions(read)
         if self.ctx.dead_letters_enabled:
             # Two jobs (outputs and dead letters) read this RDD; fetch from Kafka only once.
             rdd = rdd.cache()
         return rdd
 
+    def decode_with(self, codec: Any) -> None:
+        """Decodes with a codec object (Avro, keys) instead of the codec named at construction."""
+        self._codec_object = codec
+
     def parse_with(self, function: Any) -> None:
         """Applies `function` to each decoded value while reading; a value it raises on becomes a
         dead letter (with its original bytes) instead of failing the batch."""
         from connectors.codecs import ParsingCodec
 
-        self._codec_object = ParsingCodec(self._codec, function)
+        self._codec_object = ParsingCodec(self._codec_object or self._codec, function)
         self.params["parse"] = f"{function.__module__}.{function.__qualname__}"
 
     _codec_object: Any = None
@@ -257,15 +267,25 @@ def read_partition(
     codec: Any,
     counters: Any,
     values_only: bool,
+    policy: ReadPolicy,
     slices: Iterable[list[OffsetRange]],
 ) -> Iterator[Any]:
-    """Executor side: reads this task's ranges, counting records per partition and failures."""
+    """Executor side: reads this task's ranges, counting records per partition, failures and
+    the offsets skipped because retention deleted them."""
+    from dataclasses import replace
+
     from connectors.reader import SourceRecord, read_range
 
     counts: Counts = {}
+
+    def note_lost(lost: OffsetRange) -> None:
+        run = SkippedOffsets(lost.topic, lost.partition, lost.from_offset, lost.until_offset)
+        counts[run] = 1
+
+    read_policy = replace(policy, on_lost=note_lost)
     for r in (r for batch in slices for r in batch):
         records = failures = 0
-        for record in read_range(conf, r, codec, values_only=values_only):
+        for record in read_range(conf, r, codec, values_only=values_only, policy=read_policy):
             records += 1
             if type(record) is SourceRecord and record.error is not None:
                 failures += 1

@@ -89,25 +89,38 @@ class PlannedRecord:
 
 @dataclass(frozen=True)
 class CompletedRecord:
-    """Every output of batch `batch_time` is committed; `outputs` counts rows per output."""
+    """Every output of batch `batch_time` is committed; `outputs` counts rows per output.
+
+    `skipped` lists the offsets the batch could not read because retention deleted them first
+    (only a source with fail_on_data_loss off goes on without them); the key is left out when
+    there are none, so older builds read these records as they always did.
+    """
 
     TYPE: ClassVar[str] = "completed"
 
     epoch: int
     batch_time: int
     outputs: dict[str, int] = field(default_factory=dict)
+    skipped: tuple[OffsetRange, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "skipped", tuple(sorted(self.skipped)))
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data = {
             **_header(self.TYPE, self.epoch),
             "batch_time": self.batch_time,
             "outputs": self.outputs,
         }
+        if self.skipped:
+            data["skipped"] = [r.to_json() for r in self.skipped]
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> CompletedRecord:
         outputs = {str(k): int(v) for k, v in _dict(data, "outputs").items()}
-        return cls(_int(data, "epoch"), _int(data, "batch_time"), outputs)
+        skipped = tuple(OffsetRange.from_json(r) for r in data.get("skipped", []))
+        return cls(_int(data, "epoch"), _int(data, "batch_time"), outputs, skipped)
 
 
 @dataclass(frozen=True)

@@ -37,19 +37,36 @@ DURATION_BUCKETS = (
 JOURNAL_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0)
 
 
+def under_replicated_gauge(registry: CollectorRegistry) -> Gauge:
+    """`dstreams_topic_under_replicated{topic, role}`: the start-up replication check's result,
+    shared by the driver's and the ingest endpoint's registries."""
+    return Gauge(
+        "dstreams_topic_under_replicated",
+        "1 when a topic has fewer replicas or a lower min.insync.replicas than "
+        "kafka.min_replication_factor / kafka.min_insync_replicas at start-up, else 0.",
+        ["topic", "role"],
+        registry=registry,
+    )
+
+
+def add_process_collectors(registry: CollectorRegistry) -> None:
+    """process_* (CPU, memory, fds), python_info and python_gc_*, as in the default registry."""
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    GCCollector(registry=registry)
+
+
 class Metrics:
     """Every dstreams metric, registered in `self.registry` (never the global default one)."""
 
     def __init__(self, version: str = __version__, *, process_metrics: bool = True) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         if process_metrics:
-            # process_* (CPU, memory, fds), python_info and python_gc_*, as in the default registry.
-            ProcessCollector(registry=self.registry)
-            PlatformCollector(registry=self.registry)
-            GCCollector(registry=self.registry)
+            add_process_collectors(self.registry)
         self._declare_batch_metrics()
         self._declare_record_metrics()
         self._declare_delivery_metrics()
+        self._declare_sink_client_metrics()
         self._declare_driver_metrics()
         self.state = StateMetrics(self.registry)
         build_info = Gauge(
@@ -103,6 +120,22 @@ class Metrics:
             "dstreams_consumer_lag_records",
             "Latest offset minus the planned end of the latest batch, by topic and partition.",
             ["topic", "partition"],
+            registry=r,
+        )
+
+    def _declare_sink_client_metrics(self) -> None:
+        r = self.registry
+        self._partition_writes = Counter(
+            "dstreams_sink_partition_writes_total",
+            "Partition-batches handed to a sink (committed or skipped), by output.",
+            ["output"],
+            registry=r,
+        )
+        self._clients_opened = Counter(
+            "dstreams_sink_clients_opened_total",
+            "Partition-batches whose write set up a sink client first (a Kafka sink's "
+            "transactional producer: init_transactions, fencing its previous holder), by output.",
+            ["output"],
             registry=r,
         )
 
@@ -162,6 +195,7 @@ class Metrics:
         self._epoch = Gauge(
             "dstreams_epoch", "Journal epoch held by this driver (fences older ones).", registry=r
         )
+        self._under_replicated = under_replicated_gauge(r)
 
     # --- Batches -------------------------------------------------------------------------------
 
@@ -201,6 +235,10 @@ class Metrics:
     def add_duplicate_writes_suppressed(self, output: str, count: int = 1) -> None:
         self._duplicates.labels(output).inc(count)
 
+    def add_partition_writes(self, output: str, partitions: int, opened_clients: int) -> None:
+        self._partition_writes.labels(output).inc(partitions)
+        self._clients_opened.labels(output).inc(opened_clients)
+
     def add_dead_letters(self, topic: str, count: int = 1) -> None:
         self._dead_letters.labels(topic).inc(count)
 
@@ -228,6 +266,9 @@ class Metrics:
 
     def set_epoch(self, epoch: int) -> None:
         self._epoch.set(epoch)
+
+    def set_topic_under_replicated(self, topic: str, role: str, under: bool) -> None:
+        self._under_replicated.labels(topic, role).set(1 if under else 0)
 
     def exposition(self) -> bytes:
         """The registry in Prometheus text format 0.0.4."""

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from service.config.settings import BackpressureSettings, Settings
 from service.graph.base import BatchOutcome
-from service.graph.counters import DecodeErrors, InputRecords
+from service.graph.counters import DecodeErrors, InputRecords, skipped_runs
 from service.graph.outputs import DEAD_LETTER_SUFFIX
 from service.graph.plan import BatchPlan
 from service.observe import logs
@@ -54,6 +54,9 @@ class Observer:
         self._ready_pending = False
         # Set once the job's graph is built, which happens after the HTTP endpoint is up.
         self.lag_source: LagSource | None = None
+        # Offsets planning skipped (retention), per partition since start; see `_record_lost`.
+        self.lost_source: LagSource | None = None
+        self._lost_seen: dict[tuple[str, int], int] = {}
         self._delays: dict[int, float] = {}
         self._started: dict[int, float] = {}
         self.dead_letter_topic = dead_letter_topic
@@ -179,10 +182,12 @@ class Observer:
                     m.add_decode_errors(topic, count)
         for result in outcome.outputs:
             m.add_output_records(result.name, result.rows)
+            m.add_partition_writes(result.name, result.partitions, result.opened_clients)
             if self.dead_letter_topic and result.name.endswith(DEAD_LETTER_SUFFIX) and result.rows:
                 m.add_dead_letters(self.dead_letter_topic, result.rows)
             if result.skipped_partitions:
                 m.add_duplicate_writes_suppressed(result.name, result.skipped_partitions)
+        self._record_lost(outcome)
         if self.lag_source is not None:
             try:
                 lags = self.lag_source()
@@ -191,6 +196,18 @@ class Observer:
                 lags = {}
             for (topic, partition), lag in lags.items():
                 m.set_consumer_lag(topic, partition, lag)
+
+    def _record_lost(self, outcome: BatchOutcome) -> None:
+        """`dstreams_lost_offsets_total`: offsets skipped when planning (the planner's running
+        totals, counted by their growth) and when a replay read them (runs in the counters)."""
+        for run in skipped_runs(outcome.counters):
+            self.metrics.add_lost_offsets(run.topic, run.partition, run.count)
+        totals = self.lost_source() if self.lost_source is not None else {}
+        for (topic, partition), total in totals.items():
+            grown = total - self._lost_seen.get((topic, partition), 0)
+            if grown > 0:
+                self.metrics.add_lost_offsets(topic, partition, grown)
+            self._lost_seen[(topic, partition)] = total
 
 
 def make_observer(

@@ -50,6 +50,7 @@ from service.dev.service_process import ServiceProcess
 from service.graph.functions import words_of
 from service.journal.base import JournalState
 from service.journal.file import FileJournal
+from service.journal.records import JournalRecord, SnapshotRecord, decode_bytes
 from sinks.files import SUCCESS, FileSink
 
 KAFKA_OUT = "counts_kafka"
@@ -187,6 +188,9 @@ class ChaosApp:
     default_partitions: int = OUTPUT_PARTITIONS
     codec: str = "utf-8"
     dead_letter_topic: str | None = None
+    journal_topic: str | None = None
+    """Journal on this Kafka topic (replication `replication`, min ISR 2 when above 1); none:
+    the file journal."""
     services: list[ServiceProcess] = field(default_factory=list)
 
     @property
@@ -244,7 +248,7 @@ class ChaosApp:
                 },
                 FILES_OUT: {"type": "files", "path": str(self.files_root)},
             },
-            "journal": {"type": "file", "path": str(self.journal_path)},
+            "journal": self._journal_config(),
             "logging": {"format": "json", "level": "INFO"},
         }
         if self.dead_letter_topic is not None:
@@ -255,9 +259,22 @@ class ChaosApp:
         config.update(overrides)
         return config
 
-    def service(self, name: str = "driver", **overrides: Any) -> ServiceProcess:
-        """A driver process of this app (not started); killed at teardown if still running."""
-        process = ServiceProcess(self.config(**overrides), self.workdir, name=name)
+    def _journal_config(self) -> dict[str, Any]:
+        if self.journal_topic is None:
+            return {"type": "file", "path": str(self.journal_path)}
+        return {
+            "type": "kafka",
+            "topic": self.journal_topic,
+            "replication_factor": self.replication,
+            "min_insync_replicas": min(2, self.replication),
+        }
+
+    def service(
+        self, name: str = "driver", command: str = "run", **overrides: Any
+    ) -> ServiceProcess:
+        """A process of this app (not started; `command` run or ingest); killed at teardown if
+        still running."""
+        process = ServiceProcess(self.config(**overrides), self.workdir, name=name, command=command)
         self.services.append(process)
         return process
 
@@ -269,7 +286,17 @@ class ChaosApp:
     # --- progress ----------------------------------------------------------------------------
 
     def journal_state(self) -> JournalState:
-        return JournalState.from_records(FileJournal(self.journal_path).read())
+        if self.journal_topic is None:
+            return JournalState.from_records(FileJournal(self.journal_path).read())
+        return JournalState.from_records(self.kafka_journal_history())
+
+    def kafka_journal_history(self) -> list[JournalRecord]:
+        """Every record ever appended to the Kafka journal, snapshots left out: a reader of the
+        journal starts at its latest snapshot, which compacts older batches away, but the
+        verifier needs every batch the sinks may hold."""
+        assert self.journal_topic is not None
+        found = (decode_bytes(m.value()) for m in read_topic(self.bootstrap, self.journal_topic))
+        return [r for r in found if not isinstance(r, SnapshotRecord)]
 
     def input_ends(self) -> dict[tuple[str, int], int]:
         consumer = _consumer(self.bootstrap, "read_uncommitted")

@@ -18,8 +18,10 @@ from confluent_kafka.admin import AdminClient
 from connectors.offsets import OffsetRange
 from connectors.planner import ConfluentMetadata, OffsetPlanner, StartingOffsets, split_ranges
 from connectors.reader import (
+    ReadPolicy,
     ReadStalled,
     SourceRecord,
+    UndecodableRecord,
     cached_consumer_count,
     close_consumers,
     read_range,
@@ -263,6 +265,50 @@ def test_offsets_deleted_after_planning_raise_data_loss(
         assert cached_consumer_count() == 0  # a failed read does not leave its consumer behind
         with pytest.raises(DataLoss, match=rf"\[5, 12\) of {topic}-0"):
             planner.plan(T0 + 1000, 1000)
+
+
+def test_a_replayed_range_skips_deleted_offsets_when_data_loss_is_allowed(
+    kafka_bootstrap: str, make_topic: MakeTopic, unique_name: str
+) -> None:
+    topic = make_topic(kafka_bootstrap, unique_name)
+    produce(kafka_bootstrap, topic, [b"v%d" % i for i in range(20)])
+    _delete_records_before(kafka_bootstrap, topic, 12)
+    skipped: list[OffsetRange] = []
+    policy = ReadPolicy(fail_on_data_loss=False, on_lost=skipped.append)
+
+    records = list(
+        read_range(conf(kafka_bootstrap), OffsetRange(topic, 0, 5, 15), "bytes", policy=policy)
+    )
+
+    assert [(r.offset, r.value) for r in records] == [(i, b"v%d" % i) for i in (12, 13, 14)]
+    assert skipped == [OffsetRange(topic, 0, 5, 12)]
+    # A range that lies wholly below the first stored offset reads nothing and is lost whole.
+    skipped.clear()
+    assert (
+        list(read_range(conf(kafka_bootstrap), OffsetRange(topic, 0, 0, 4), "bytes", policy=policy))
+        == []
+    )
+    assert skipped == [OffsetRange(topic, 0, 0, 4)]
+
+
+def test_an_undecodable_record_fails_the_read_when_nothing_may_take_it(
+    kafka_bootstrap: str, make_topic: MakeTopic, unique_name: str
+) -> None:
+    topic = make_topic(kafka_bootstrap, unique_name)
+    produce(kafka_bootstrap, topic, [b'{"n": 0}', b'{"n": 1}', b"{broken", b'{"n": 3}'])
+    policy = ReadPolicy(fail_on_decode_error=True)
+
+    with pytest.raises(UndecodableRecord, match=rf"{topic}-0 offset 2: invalid JSON"):
+        list(read_range(conf(kafka_bootstrap), OffsetRange(topic, 0, 0, 4), "json", policy=policy))
+    assert cached_consumer_count() == 0
+    # Records before it are read as usual, and the default policy hands the failure on.
+    good = OffsetRange(topic, 0, 0, 2)
+    assert [r.value for r in read_range(conf(kafka_bootstrap), good, "json", policy=policy)] == [
+        {"n": 0},
+        {"n": 1},
+    ]
+    whole = list(read_range(conf(kafka_bootstrap), OffsetRange(topic, 0, 0, 4), "json"))
+    assert [r.offset for r in whole if not r.ok] == [2]
 
 
 def _delete_records_before(bootstrap: str, topic: str, offset: int) -> None:

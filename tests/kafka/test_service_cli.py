@@ -47,6 +47,7 @@ COMMANDS = [
     ("journal", "verify"),
     ("dev",),
     ("dev", "kafka"),
+    ("ingest",),
 ]
 
 

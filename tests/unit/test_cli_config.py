@@ -82,7 +82,14 @@ def test_config_path_from_environment(runner: CliRunner, good: Path) -> None:
 
 
 def test_show_masks_secrets_in_yaml_and_json(runner: CliRunner, good: Path) -> None:
-    env = {"DSTREAMS_KAFKA__SSL_KEY_PASSWORD": CANARY, "DSTREAMS_HTTP__PORT": "9123"}
+    env = {
+        "DSTREAMS_KAFKA__SSL_KEY_PASSWORD": CANARY,
+        "DSTREAMS_HTTP__PORT": "9123",
+        "DSTREAMS_SCHEMA_REGISTRY__URL": "https://registry:8081",
+        "DSTREAMS_SCHEMA_REGISTRY__BASIC_AUTH_USER": "dstreams",
+        "DSTREAMS_SCHEMA_REGISTRY__BASIC_AUTH_PASSWORD": CANARY,
+        "DSTREAMS_SCHEMA_REGISTRY__SSL_KEY_PASSWORD": CANARY,
+    }
     as_yaml = invoke(runner, "show", "--config", str(good), env=env)
     as_json = invoke(runner, "show", "--config", str(good), "--format", "json", env=env)
     for result in (as_yaml, as_json):
@@ -94,6 +101,8 @@ def test_show_masks_secrets_in_yaml_and_json(runner: CliRunner, good: Path) -> N
     assert shown["kafka"]["ssl_key_password"] == "**********"
     assert shown["sinks"]["pg"]["dsn"] == "**********"
     assert shown["http"]["port"] == 9123
+    assert shown["schema_registry"]["basic_auth_password"] == "**********"
+    assert shown["schema_registry"]["ssl_key_password"] == "**********"
 
 
 def test_schema_is_json_schema(runner: CliRunner) -> None:

@@ -170,9 +170,25 @@ FULL: dict[str, Any] = {
 }
 
 
+# Spark's executors as pods of their own, with a volume every pod can mount.
+KUBERNETES: dict[str, Any] = {
+    "spark": {"mode": "kubernetes", "kubernetes": {"executors": 3, "executorMemory": "2g"}},
+    "persistence": {"accessModes": ["ReadWriteMany"], "storageClass": "nfs"},
+    "config": {
+        "sinks": {"out": {"type": "files", "path": "/var/lib/dstreams/out"}},
+        "spark": {"conf": {"spark.sql.shuffle.partitions": "8"}},
+    },
+}
+
+
 @pytest.fixture
 def defaults(render: Render) -> list[dict[str, Any]]:
     return render()
+
+
+@pytest.fixture
+def on_kubernetes(render: Render) -> list[dict[str, Any]]:
+    return render(KUBERNETES)
 
 
 @pytest.fixture
@@ -185,7 +201,8 @@ def full(render: Render) -> list[dict[str, Any]]:
 
 def test_lint_strict_passes_with_defaults_and_with_everything_on(helm: str, tmp_path: Path) -> None:
     values = _write_values(tmp_path / "full.yaml", FULL)
-    for extra in ([], ["-f", str(values)], ["-f", str(EXAMPLE_VALUES)]):
+    kubernetes = _write_values(tmp_path / "kubernetes.yaml", KUBERNETES)
+    for extra in ([], ["-f", str(values)], ["-f", str(EXAMPLE_VALUES)], ["-f", str(kubernetes)]):
         result = _run(helm, "lint", "--strict", str(CHART), "--kube-version", KUBE_VERSION, *extra)
         assert result.returncode == 0, result.stdout + result.stderr
 
@@ -333,6 +350,7 @@ def test_rendered_config_and_env_load_in_dstreams(
     assert table.type == "postgres"
     assert table.dsn.get_secret_value() == "from-secret-dstreams_sinks__table__dsn"
     assert settings.sources["lines"].starting_offsets == 1_767_225_600_000
+    assert settings.kafka.require_replication is True  # the chart's default, kept by the merge
 
 
 def test_wordcount_example_values_load_in_dstreams(helm: str, tmp_path: Path) -> None:
@@ -345,6 +363,35 @@ def test_wordcount_example_values_load_in_dstreams(helm: str, tmp_path: Path) ->
     assert set(settings.sources) == {"lines"}
     assert set(settings.sinks) == {"counts"}
     assert settings.journal.path == "/var/lib/dstreams/journal"
+    # The example passes the chart's replication requirement: its sink topic gets 3 replicas.
+    assert settings.kafka.require_replication is True
+    assert settings.sinks["counts"].replication_factor >= settings.kafka.min_replication_factor
+
+
+# --- replication ----------------------------------------------------------------------------
+
+
+def test_replication_is_required_by_default(defaults: list[dict[str, Any]], tmp_path: Path) -> None:
+    config = _config_file(defaults)
+    assert config["kafka"]["require_replication"] is True
+    path = tmp_path / "config.yaml"
+    path.write_text(_one(defaults, "ConfigMap")["data"]["config.yaml"])
+    kafka = load_settings(path, {}).kafka
+    assert kafka.require_replication is True
+    assert (kafka.min_replication_factor, kafka.min_insync_replicas) == (3, 2)
+
+
+def test_a_release_can_turn_the_requirement_off(render: Render) -> None:
+    docs = render({"config": {"kafka": {"require_replication": False}}})
+    kafka = _config_file(docs)["kafka"]
+    assert kafka["require_replication"] is False
+    assert kafka["bootstrap_servers"] == "kafka:9092"  # merged, not replaced
+
+
+def test_the_requirement_must_be_a_boolean(helm: str) -> None:
+    result = _template(helm, "--set-string", "config.kafka.require_replication=yes")
+    assert result.returncode != 0
+    assert "require_replication" in result.stderr
 
 
 # --- secrets --------------------------------------------------------------------------------
@@ -568,7 +615,7 @@ def kubeconform() -> Iterator[list[str]]:
     ]  # fmt: skip
 
 
-@pytest.mark.parametrize("values", [{}, FULL], ids=["defaults", "full"])
+@pytest.mark.parametrize("values", [{}, FULL, KUBERNETES], ids=["defaults", "full", "kubernetes"])
 def test_manifests_match_the_kubernetes_schemas(
     helm: str, kubeconform: list[str], tmp_path: Path, values: dict[str, Any]
 ) -> None:
@@ -582,3 +629,177 @@ def test_manifests_match_the_kubernetes_schemas(
     core = [doc for doc in docs if "coreos" not in doc["apiVersion"]]
     summary = json.loads(result.stdout)["summary"]
     assert summary["valid"] == len(core) >= 3, summary
+
+
+# --- Spark on Kubernetes ----------------------------------------------------------------------
+
+
+def _kinds(docs: list[dict[str, Any]]) -> list[str]:
+    return sorted(doc["kind"] for doc in docs)
+
+
+def _executor_pod(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    template = yaml.safe_load(_one(docs, "ConfigMap")["data"]["executor-pod.yaml"])
+    assert isinstance(template, dict)
+    return template
+
+
+def _matches(selector: dict[str, str], labels: dict[str, str]) -> bool:
+    return all(labels.get(key) == value for key, value in selector.items())
+
+
+def test_local_mode_asks_nothing_of_the_kubernetes_api(defaults: list[dict[str, Any]]) -> None:
+    assert not {"Role", "RoleBinding", "ServiceAccount", "ClusterRole"} & set(_kinds(defaults))
+    assert _kinds(defaults).count("Service") == 1
+    assert "executor-pod.yaml" not in _one(defaults, "ConfigMap")["data"]
+    assert _config_file(defaults)["spark"]["master"] == "local[2]"
+
+
+def test_kubernetes_rbac_is_limited_to_the_namespace_and_what_spark_needs(
+    on_kubernetes: list[dict[str, Any]],
+) -> None:
+    assert "ClusterRole" not in _kinds(on_kubernetes)
+    assert "ClusterRoleBinding" not in _kinds(on_kubernetes)
+    role = _one(on_kubernetes, "Role")
+    assert role["metadata"]["namespace"] == NAMESPACE
+    granted: dict[str, set[str]] = {}
+    for rule in role["rules"]:
+        assert rule["apiGroups"] == [""], rule
+        for resource in rule["resources"]:
+            granted.setdefault(resource, set()).update(rule["verbs"])
+    assert set(granted) == {"pods", "services", "configmaps", "persistentvolumeclaims"}
+    every_verb = {verb for verbs in granted.values() for verb in verbs}
+    assert "*" not in every_verb and not {"escalate", "bind", "impersonate"} & every_verb
+    assert {"create", "delete", "watch", "list"} <= granted["pods"]
+    binding = _one(on_kubernetes, "RoleBinding")
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": role["metadata"]["name"],
+    }
+    account = _one(on_kubernetes, "ServiceAccount")["metadata"]["name"]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": account, "namespace": NAMESPACE}
+    ]
+    pod = _pod(on_kubernetes)
+    assert pod["serviceAccountName"] == account
+    assert pod["automountServiceAccountToken"] is True
+
+
+def test_the_headless_service_publishes_the_drivers_ports_before_it_is_ready(
+    on_kubernetes: list[dict[str, Any]],
+) -> None:
+    (headless,) = [
+        doc
+        for doc in on_kubernetes
+        if doc["kind"] == "Service" and doc["spec"].get("clusterIP") == "None"
+    ]
+    spec = headless["spec"]
+    assert spec["publishNotReadyAddresses"] is True
+    driver_labels = _one(on_kubernetes, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert _matches(spec["selector"], driver_labels)
+    ports = {port["name"]: port["containerPort"] for port in _container(on_kubernetes)["ports"]}
+    assert {p["targetPort"]: p["port"] for p in spec["ports"]} == {
+        "spark-driver": ports["spark-driver"],
+        "spark-blocks": ports["spark-blocks"],
+    }
+    config = _config_file(on_kubernetes)["spark"]
+    assert config["driver_host"] == f"{headless['metadata']['name']}.{NAMESPACE}.svc"
+    assert config["conf"]["spark.driver.port"] == str(ports["spark-driver"])
+    assert config["conf"]["spark.driver.blockManager.port"] == str(ports["spark-blocks"])
+
+
+def test_executor_pods_share_the_drivers_image_security_and_volume(
+    on_kubernetes: list[dict[str, Any]],
+) -> None:
+    template = _executor_pod(on_kubernetes)
+    (executor,) = template["spec"]["containers"]
+    driver_pod, driver = _pod(on_kubernetes), _container(on_kubernetes)
+    assert executor["image"] == driver["image"]
+    assert executor["securityContext"] == driver["securityContext"]
+    assert template["spec"]["securityContext"] == driver_pod["securityContext"]
+    assert template["spec"]["automountServiceAccountToken"] is False
+    volumes = {v["name"]: v for v in template["spec"]["volumes"]}
+    driver_volumes = {v["name"]: v for v in driver_pod["volumes"]}
+    assert volumes["state"] == driver_volumes["state"]
+    assert {"mountPath": "/var/lib/dstreams", "name": "state"} in executor["volumeMounts"]
+    conf = _config_file(on_kubernetes)["spark"]["conf"]
+    assert executor["name"] == conf["spark.kubernetes.executor.podTemplateContainerName"]
+    assert conf["spark.kubernetes.container.image"] == driver["image"]
+    assert conf["spark.executor.instances"] == "3"
+    assert conf["spark.executor.memory"] == "2g"
+    assert conf["spark.sql.shuffle.partitions"] == "8"  # the user's own settings stay
+
+
+def test_no_driver_service_selects_executor_pods(on_kubernetes: list[dict[str, Any]]) -> None:
+    labels = _executor_pod(on_kubernetes)["metadata"]["labels"]
+    for service in [doc for doc in on_kubernetes if doc["kind"] == "Service"]:
+        assert not _matches(service["spec"]["selector"], labels), service["metadata"]["name"]
+    deployment = _one(on_kubernetes, "Deployment")["spec"]["selector"]["matchLabels"]
+    assert not _matches(deployment, labels)
+
+
+def test_kubernetes_config_and_env_load_in_dstreams(
+    on_kubernetes: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(_one(on_kubernetes, "ConfigMap")["data"]["config.yaml"])
+    env = _env(_container(on_kubernetes))
+    pod_name = "demo-dstreams-7d9f-x2k"
+    environ = {
+        name: entry["value"].replace("$(POD_NAME)", pod_name)
+        for name, entry in env.items()
+        if "value" in entry
+    }
+    settings = load_settings(config, environ)
+    assert settings.spark.parsed_master.kind == "kubernetes"
+    assert settings.spark.bind_address == "0.0.0.0"  # noqa: S104 - the pod's own interfaces
+    conf = settings.spark.spark_conf()
+    assert conf["spark.kubernetes.driver.pod.name"] == pod_name  # executors owned by the driver
+    assert conf["spark.kubernetes.namespace"] == NAMESPACE
+    assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"spark": {"mode": "kubernetes"}}, "ReadWriteMany"),
+        (
+            {"spark": {"mode": "kubernetes"}, "persistence": {"enabled": False}},
+            "object-store URI",
+        ),
+        (
+            {
+                "spark": {"mode": "kubernetes"},
+                "persistence": {"enabled": False},
+                "config": {
+                    "checkpoint": {"path": "s3a://bucket/ckpt"},
+                    "sinks": {"o": {"type": "files", "path": "/x"}},
+                },
+            },
+            "config.sinks.o writes files",
+        ),
+        ({"spark": {"mode": "cluster"}}, "mode"),
+    ],
+    ids=["read-write-once", "no-volume", "files-without-volume", "unknown-mode"],
+)
+def test_kubernetes_mode_refuses_storage_executors_cannot_share(
+    helm: str, tmp_path: Path, values: dict[str, Any], message: str
+) -> None:
+    result = _template(helm, "-f", str(_write_values(tmp_path / "values.yaml", values)))
+    assert result.returncode != 0
+    assert message in result.stderr
+
+
+def test_object_store_checkpoints_need_no_volume(render: Render) -> None:
+    docs = render(
+        {
+            "spark": {"mode": "kubernetes"},
+            "persistence": {"enabled": False},
+            "config": {
+                "journal": {"type": "kafka", "topic": "journal"},
+                "checkpoint": {"path": "s3a://bucket/ckpt"},
+            },
+        }
+    )
+    assert "PersistentVolumeClaim" not in _kinds(docs)

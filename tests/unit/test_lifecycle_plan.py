@@ -69,7 +69,9 @@ class RecordingJournal:
     def journal_planned(self, plan: BatchPlan, fingerprint: str) -> None:
         self.planned.append(plan)
 
-    def journal_completed(self, batch_time: int, outputs: dict[str, int]) -> None:
+    def journal_completed(
+        self, batch_time: int, outputs: dict[str, int], skipped: tuple[OffsetRange, ...] = ()
+    ) -> None:
         self.completed.append(batch_time)
 
 

@@ -18,6 +18,8 @@ EXPECTED = {
     "dstreams_output_records": "counter",
     "dstreams_consumer_lag_records": "gauge",
     "dstreams_duplicate_writes_suppressed": "counter",
+    "dstreams_sink_partition_writes": "counter",
+    "dstreams_sink_clients_opened": "counter",
     "dstreams_dead_letters": "counter",
     "dstreams_decode_errors": "counter",
     "dstreams_lost_offsets": "counter",
@@ -26,6 +28,7 @@ EXPECTED = {
     "dstreams_recovery_duration_seconds": "gauge",
     "dstreams_replayed_batches": "counter",
     "dstreams_epoch": "gauge",
+    "dstreams_topic_under_replicated": "gauge",
     "dstreams_build_info": "gauge",
     "dstreams_checkpoint_seconds": "histogram",
     "dstreams_checkpoint_bytes": "histogram",
@@ -44,6 +47,7 @@ def exercise(metrics: Metrics) -> None:
     metrics.add_output_records("counts", 7)
     metrics.set_consumer_lag("words", 0, 42)
     metrics.add_duplicate_writes_suppressed("counts", 2)
+    metrics.add_partition_writes("counts", 4, 1)
     metrics.add_dead_letters("words")
     metrics.add_decode_errors("words", 3)
     metrics.add_lost_offsets("words", 1, 100)
@@ -51,6 +55,7 @@ def exercise(metrics: Metrics) -> None:
     metrics.journal_appended(0.003)
     metrics.recovery_finished(1.25, 4)
     metrics.set_epoch(9)
+    metrics.set_topic_under_replicated("words", "input", True)
     metrics.state.checkpoint_written(0.5, 4096, 1_700_000_002.0, {"s3": {"keys": 12, "bytes": 90}})
     metrics.state.recomputed(3)
 
@@ -89,11 +94,14 @@ def test_values_follow_the_calls() -> None:
     assert got[("dstreams_output_records_total", (("output", "counts"),))] == 7
     assert got[("dstreams_consumer_lag_records", (("partition", "0"), ("topic", "words")))] == 42
     assert got[("dstreams_duplicate_writes_suppressed_total", (("output", "counts"),))] == 2
+    assert got[("dstreams_sink_partition_writes_total", (("output", "counts"),))] == 4
+    assert got[("dstreams_sink_clients_opened_total", (("output", "counts"),))] == 1
     assert got[("dstreams_lost_offsets_total", (("partition", "1"), ("topic", "words")))] == 100
     assert got[("dstreams_rate_limit_records_per_second", (("source", "lines"),))] == 250
     assert got[("dstreams_recovery_duration_seconds", ())] == 1.25
     assert got[("dstreams_replayed_batches_total", ())] == 4
     assert got[("dstreams_epoch", ())] == 9
+    assert got[("dstreams_topic_under_replicated", (("role", "input"), ("topic", "words")))] == 1
     assert got[("dstreams_build_info", (("version", __version__),))] == 1
     assert got[("dstreams_checkpoint_bytes_sum", ())] == 4096
     assert got[("dstreams_last_checkpoint_timestamp_seconds", ())] == 1_700_000_002.0

@@ -67,6 +67,7 @@ Refuse credentials in places that end up in plain text (the ConfigMap, a plain e
 Called from the ConfigMap and the Deployment so `helm template` fails before anything is applied.
 */}}
 {{- define "dstreams.validate" -}}
+{{- include "dstreams.validateSparkMode" . }}
 {{- $config := .Values.config }}
 {{- $kafka := default dict $config.kafka }}
 {{- range $key := list "sasl_password" "ssl_key_password" "secret_properties" }}
@@ -146,5 +147,156 @@ start with { or [), anything else as its text.
 {{- if eq (floor .) . }}{{ int64 . }}{{ else }}{{ . }}{{ end }}
 {{- else }}
 {{- toString . }}
+{{- end }}
+{{- end }}
+
+{{/*
+Spark on Kubernetes (spark.mode kubernetes): names, the config the driver runs with, the executor
+pod template.
+*/}}
+{{- define "dstreams.onKubernetes" -}}
+{{- if eq .Values.spark.mode "kubernetes" }}true{{ end }}
+{{- end }}
+
+{{- define "dstreams.driverServiceName" -}}
+{{- printf "%s-driver" (include "dstreams.fullname" . | trunc 56 | trimSuffix "-") }}
+{{- end }}
+
+{{- define "dstreams.sparkServiceAccountName" -}}
+{{- default (include "dstreams.fullname" .) .Values.spark.kubernetes.serviceAccount.name }}
+{{- end }}
+
+{{/*
+Executor pods' labels: never the driver's selector labels, or the driver's Services would send
+their traffic to executors too.
+*/}}
+{{- define "dstreams.executorLabels" -}}
+app.kubernetes.io/name: {{ printf "%s-executor" (include "dstreams.name" . | trunc 54) }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: executor
+{{- end }}
+
+{{/*
+The config file as dstreams reads it: `config` as given, and in kubernetes mode the master, the
+driver's address (the headless Service) and the executors' Spark settings set over it.
+Arguments: the root context and a deep copy of .Values.config, which this changes in place.
+*/}}
+{{- define "dstreams.applySparkMode" -}}
+{{- $root := index . 0 }}
+{{- $config := index . 1 }}
+{{- if include "dstreams.onKubernetes" $root }}
+{{- $k := $root.Values.spark.kubernetes }}
+{{- $spark := default dict $config.spark }}
+{{- $conf := default dict $spark.conf }}
+{{- $_ := set $conf "spark.kubernetes.namespace" $root.Release.Namespace }}
+{{- $_ := set $conf "spark.kubernetes.container.image" (include "dstreams.image" $root) }}
+{{- $_ := set $conf "spark.kubernetes.container.image.pullPolicy" $root.Values.image.pullPolicy }}
+{{- $_ := set $conf "spark.kubernetes.authenticate.driver.serviceAccountName" (include "dstreams.sparkServiceAccountName" $root) }}
+{{- $_ := set $conf "spark.kubernetes.executor.podTemplateFile" "/etc/dstreams/executor-pod.yaml" }}
+{{- $_ := set $conf "spark.kubernetes.executor.podTemplateContainerName" "dstreams-executor" }}
+{{- $_ := set $conf "spark.kubernetes.executor.podNamePrefix" (include "dstreams.fullname" $root | trunc 40 | trimSuffix "-") }}
+{{- $_ := set $conf "spark.executor.instances" ($k.executors | toString) }}
+{{- $_ := set $conf "spark.executor.cores" ($k.executorCores | toString) }}
+{{- $_ := set $conf "spark.executor.memory" $k.executorMemory }}
+{{- $_ := set $conf "spark.executor.memoryOverhead" $k.executorMemoryOverhead }}
+{{- $_ := set $conf "spark.driver.port" ($k.driverPort | toString) }}
+{{- $_ := set $conf "spark.driver.blockManager.port" ($k.blockManagerPort | toString) }}
+{{- $_ := set $spark "conf" $conf }}
+{{- $_ := set $spark "master" "k8s://https://kubernetes.default.svc" }}
+{{- $_ := set $spark "driver_host" (printf "%s.%s.svc" (include "dstreams.driverServiceName" $root) $root.Release.Namespace) }}
+{{- $_ := set $spark "bind_address" "0.0.0.0" }}
+{{- $_ := set $config "spark" $spark }}
+{{- end }}
+{{- end }}
+
+{{/*
+The pod every executor starts from (Spark adds its own container settings, the executor's
+resources and its scratch directories): the driver's image, security settings and volumes, so
+executors write file outputs and checkpoints where the driver reads them.
+*/}}
+{{- define "dstreams.executorPodTemplate" -}}
+apiVersion: v1
+kind: Pod
+metadata:
+  labels:
+    {{- include "dstreams.executorLabels" . | nindent 4 }}
+    {{- with .Values.spark.kubernetes.executorPodLabels }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+  {{- with .Values.spark.kubernetes.executorPodAnnotations }}
+  annotations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+spec:
+  # Executors never call the Kubernetes API: no token.
+  automountServiceAccountToken: false
+  enableServiceLinks: false
+  {{- with .Values.imagePullSecrets }}
+  imagePullSecrets:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  securityContext:
+    {{- toYaml .Values.podSecurityContext | nindent 4 }}
+  {{- with .Values.nodeSelector }}
+  nodeSelector:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with .Values.tolerations }}
+  tolerations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  containers:
+    - name: dstreams-executor
+      image: {{ include "dstreams.image" . | quote }}
+      imagePullPolicy: {{ .Values.image.pullPolicy }}
+      securityContext:
+        {{- toYaml .Values.securityContext | nindent 8 }}
+      env:
+        - name: HOME
+          value: /tmp
+      volumeMounts:
+        - name: state
+          mountPath: /var/lib/dstreams
+        - name: scratch
+          mountPath: /tmp
+  volumes:
+    - name: state
+      {{- if .Values.persistence.enabled }}
+      persistentVolumeClaim:
+        claimName: {{ include "dstreams.claimName" . }}
+      {{- else }}
+      emptyDir: {}
+      {{- end }}
+    - name: scratch
+      {{- $scratch := dict }}
+      {{- with .Values.scratch.medium }}{{ $_ := set $scratch "medium" . }}{{ end }}
+      {{- with .Values.scratch.sizeLimit }}{{ $_ := set $scratch "sizeLimit" . }}{{ end }}
+      emptyDir: {{ toJson $scratch }}
+{{- end }}
+
+{{/*
+What kubernetes mode needs of the values: storage every pod can mount, the chart's own account.
+*/}}
+{{- define "dstreams.validateSparkMode" -}}
+{{- if include "dstreams.onKubernetes" . }}
+{{- $persistence := .Values.persistence }}
+{{- if $persistence.enabled }}
+{{- if and (not $persistence.existingClaim) (not (has "ReadWriteMany" $persistence.accessModes)) }}
+{{- fail "spark.mode kubernetes: executor pods write file outputs and checkpoints on the volume, so every pod must mount it; set persistence.accessModes to [ReadWriteMany] (with a storageClass that provides it, e.g. NFS or CephFS), or persistence.existingClaim to a ReadWriteMany claim" }}
+{{- end }}
+{{- else }}
+{{- range $name, $sink := (default dict .Values.config.sinks) }}
+{{- if and (kindIs "map" $sink) (eq (toString $sink.type) "files") }}
+{{- fail (printf "spark.mode kubernetes without persistence: config.sinks.%s writes files, which executor pods would each keep in their own emptyDir; enable persistence with a ReadWriteMany volume" $name) }}
+{{- end }}
+{{- end }}
+{{- $checkpoint := default dict .Values.config.checkpoint }}
+{{- if not (contains "://" (toString (default "" $checkpoint.path))) }}
+{{- fail "spark.mode kubernetes without persistence: config.checkpoint.path must be an object-store URI (e.g. s3a://bucket/checkpoints) that every executor pod can reach, or enable persistence with a ReadWriteMany volume" }}
+{{- end }}
+{{- end }}
+{{- if .Values.serviceAccountName }}
+{{- fail "serviceAccountName is for local mode; in kubernetes mode the driver uses spark.kubernetes.serviceAccount (created, or named there)" }}
+{{- end }}
 {{- end }}
 {{- end }}

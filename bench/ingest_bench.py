@@ -1,0 +1,269 @@
+"""Ingest throughput and acknowledgement latency: `dstreams ingest` against a plain producer.
+
+Both write the same records (JSON lines of about 100 bytes) to their own topic (4 partitions,
+replication factor 3, min.insync.replicas 2) on a local 3-broker cluster, in the same run and in
+the same shape: `--clients` concurrent senders, each sending `--batch` records and waiting until
+all of them are acknowledged before sending the next batch.
+
+- baseline: one confluent-kafka producer shared by the senders, with the endpoint's producer
+  settings (acks=all, idempotence, the same linger.ms), no transactions, no HTTP;
+- dstreams ingest: the endpoint as its own process (`dstreams ingest`); each batch is one
+  POST /ingest/<source> with an Idempotency-Key, acknowledged (200) once the in-sync replicas
+  have every record (group-committed Kafka transactions, see service/ingest/writer.py).
+
+Prints records/s and p50/p99 acknowledgement latency per batch for each, and the ratios.
+Usage: python bench/ingest_bench.py [--records N] [--batch B] [--clients C]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from service.dev.ingest_client import IngestClient  # noqa: E402
+
+PARTITIONS = 4
+LINGER_MS = 5  # the ingest endpoint's default (ingest.linger_ms)
+WARM_UP_BATCHES = 20
+
+
+def make_batches(records: int, batch: int) -> list[bytes]:
+    """Newline-delimited JSON bodies of `batch` records each (~100 bytes a record)."""
+    padding = "x" * 70
+    lines = [json.dumps({"id": i, "payload": padding}).encode() for i in range(records)]
+    return [b"\n".join(lines[i : i + batch]) + b"\n" for i in range(0, records, batch)]
+
+
+def run_senders(batches: list[bytes], clients: int, send: Callable[[int, int, bytes], None]) -> Any:
+    """`clients` threads take batches in turn and call `send(client, number, body)`, which returns
+    once the batch is acknowledged. Returns (seconds, latency of each batch)."""
+    latencies: list[float] = []
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+    cursor = iter(range(len(batches)))
+
+    def worker(client: int) -> None:
+        while not errors:
+            with lock:
+                number = next(cursor, None)
+            if number is None:
+                return
+            started = time.perf_counter()
+            try:
+                send(client, number, batches[number])
+            except BaseException as error:  # stops every sender; raised below
+                errors.append(error)
+                return
+            elapsed = time.perf_counter() - started
+            with lock:
+                latencies.append(elapsed)
+
+    threads = [threading.Thread(target=worker, args=(c,)) for c in range(clients)]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return time.perf_counter() - started, latencies
+
+
+# --- baseline: a plain producer -----------------------------------------------------------------
+
+
+class PlainProducer:
+    """One idempotent acks=all producer; `send` produces a batch and waits for all its acks."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        from confluent_kafka import Producer
+
+        self.topic = topic
+        self.producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "enable.idempotence": True,
+                "acks": "all",
+                "linger.ms": LINGER_MS,
+                "partitioner": "murmur2_random",
+            }
+        )
+        self.stopping = threading.Event()
+        self.poller = threading.Thread(target=self._poll, daemon=True)
+        self.poller.start()
+
+    def _poll(self) -> None:
+        while not self.stopping.is_set():
+            self.producer.poll(0.01)
+
+    def send(self, client: int, number: int, body: bytes) -> None:
+        values = body.rstrip(b"\n").split(b"\n")
+        left = [len(values)]
+        done = threading.Event()
+        failed: list[Any] = []
+
+        def delivered(error: Any, message: Any) -> None:
+            if error is not None:
+                failed.append(error)
+            left[0] -= 1
+            if left[0] == 0:
+                done.set()
+
+        for value in values:
+            while True:
+                try:
+                    self.producer.produce(self.topic, value, on_delivery=delivered)
+                    break
+                except BufferError:
+                    time.sleep(0.001)
+        if not done.wait(120) or failed:
+            msg = f"baseline batch {number}: not acknowledged ({failed[:3]})"
+            raise RuntimeError(msg)
+
+    def close(self) -> None:
+        self.producer.flush(30)
+        self.stopping.set()
+        self.poller.join()
+
+
+# --- dstreams ingest ----------------------------------------------------------------------------
+
+
+def start_endpoint(bootstrap: str, topic: str, workdir: Path) -> Any:
+    from service.dev.service_process import ServiceProcess
+
+    config = {
+        "app_id": f"bench-ingest-{int(time.time())}",
+        "job": "examples.wordcount:build",
+        "kafka": {"bootstrap_servers": bootstrap},
+        "sources": {"events": {"topics": [topic]}},
+        "ingest": {"linger_ms": LINGER_MS},
+        "logging": {"format": "json", "level": "WARNING"},
+    }
+    endpoint = ServiceProcess(config, workdir, name="ingest", command="ingest")
+    endpoint.start()
+    deadline = time.monotonic() + 120
+    while endpoint.get("/readyz") is None:
+        if not endpoint.running() or time.monotonic() > deadline:
+            msg = f"the ingest endpoint did not become ready:\n{endpoint.log_tail()}"
+            raise RuntimeError(msg)
+        time.sleep(0.1)
+    return endpoint
+
+
+def endpoint_sender(port: int, clients: int, prefix: str) -> Callable[[int, int, bytes], None]:
+    connections = [IngestClient("127.0.0.1", port) for _ in range(clients)]
+
+    def send(client: int, number: int, body: bytes) -> None:
+        reply = connections[client].post("events", body, key=f"{prefix}-{number}")
+        if reply.status != 200:
+            msg = f"ingest batch {number}: answered {reply.status} {reply.body}"
+            raise RuntimeError(msg)
+
+    return send
+
+
+# --- reporting ----------------------------------------------------------------------------------
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def report(name: str, records: int, seconds: float, latencies: list[float]) -> tuple[float, float]:
+    rate = records / seconds
+    p50, p99 = statistics.median(latencies), percentile(latencies, 0.99)
+    print(
+        f"{name:<44} {rate:>10,.0f} records/s   ack p50 {p50 * 1000:7.1f} ms   "
+        f"p99 {p99 * 1000:7.1f} ms",
+        flush=True,
+    )
+    return rate, p50
+
+
+def committed_count(bootstrap: str, topic: str) -> int:
+    """Records visible to read_committed readers (what the driver would read)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"{topic}-count",
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    count, at_end = 0, set()
+    deadline = time.monotonic() + 120
+    while len(at_end) < PARTITIONS and time.monotonic() < deadline:
+        for message in consumer.consume(10_000, 1.0):
+            if message.error() is None:
+                count += 1
+            else:
+                at_end.add(message.partition())
+    consumer.close()
+    return count
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument("--batch", type=int, default=500, help="records per request")
+    parser.add_argument("--clients", type=int, default=8, help="concurrent senders")
+    args = parser.parse_args()
+
+    from service.dev.brokers import create_topic, kafka_endpoint
+
+    batches = make_batches(args.records, args.batch)
+    warm_up = make_batches(WARM_UP_BATCHES * args.batch, args.batch)
+    shape = f"{args.clients} senders x {args.batch}-record batches"
+    with kafka_endpoint(brokers=3) as bootstrap, tempfile.TemporaryDirectory() as tmp:
+        stamp = int(time.time())
+        plain_topic, ingest_topic = f"bench-plain-{stamp}", f"bench-ingest-{stamp}"
+        for topic in (plain_topic, ingest_topic):
+            create_topic(bootstrap, topic, partitions=PARTITIONS, replication=3)
+        print(f"ingest benchmark: {args.records:,} records, {shape}, RF 3, acks=all", flush=True)
+
+        plain = PlainProducer(bootstrap, plain_topic)
+        run_senders(warm_up, args.clients, plain.send)
+        seconds, latencies = run_senders(batches, args.clients, plain.send)
+        plain.close()
+        base_rate, base_p50 = report("baseline (confluent-kafka, acks=all)", args.records,
+                                     seconds, latencies)  # fmt: skip
+
+        endpoint = start_endpoint(bootstrap, ingest_topic, Path(tmp))
+        try:
+            run_senders(warm_up, args.clients, endpoint_sender(endpoint.port, args.clients, "w"))
+            send = endpoint_sender(endpoint.port, args.clients, "m")
+            seconds, latencies = run_senders(batches, args.clients, send)
+            rate, p50 = report("dstreams ingest (HTTP, transactions, keys)", args.records,
+                               seconds, latencies)  # fmt: skip
+        except BaseException:
+            print(f"the endpoint's log ends:\n{endpoint.log_tail()}", file=sys.stderr)
+            raise
+        finally:
+            endpoint.terminate()
+        written = committed_count(bootstrap, ingest_topic)
+    print(
+        f"ratio ingest / baseline: records/s {rate / base_rate:.2f}, ack p50 {p50 / base_p50:.1f}x"
+    )
+    exact = written == args.records + len(warm_up) * args.batch
+    print(f"every acknowledged record in the topic once: {exact} ({written:,} read_committed)")
+    return 0 if exact else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,455 @@
+"""Writes ingest requests to Kafka so that an acknowledged request is durable and written once.
+
+One thread owns one transactional producer (``acks=all``, idempotent, a fixed
+``transactional.id`` per app) and writes **groups**: every request waiting when the previous
+transaction ended goes into the next one, so a transaction's cost is shared by everything that
+arrived meanwhile. For each group:
+
+1. begin a transaction;
+2. produce every record of every request, each with the header ``dstreams.idempotency-key``
+   when the request has a key; requests arriving before the transaction's first record is
+   acknowledged join it (that wait is mostly the broker finishing the previous transaction);
+3. produce one keys-topic record per request with an idempotency key (`service.ingest.keys`);
+4. commit: once it returns, every record is on the in-sync replicas (``min.insync.replicas``);
+5. remember the keys, then answer each request *written*.
+
+Any failure answers every request of the group *unavailable* (HTTP 503) and nothing of it is
+visible to ``read_committed`` readers such as the driver. When the transaction was cleanly aborted
+the producer carries on. When the outcome is unknown (a commit that timed out and could not be
+aborted, a fatal error) the producer is discarded and a new one is made: its
+``init_transactions()`` settles the old transaction (completing or aborting it), and the keys
+topic is then read on from where it was last read, so a key whose transaction did commit is known
+before any request is taken again. Until then requests are answered *unavailable* at once.
+
+A request whose key is already remembered is answered *duplicate* without writing; one whose key
+is in a transaction right now, *in progress* (the client retries). A newer endpoint with the same
+``transactional.id`` fences this one: it stops, and the process exits.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from service.ingest.keys import KeyEntry, KeyLedger, now_ms
+from service.ingest.parsing import Record
+
+log = logging.getLogger(__name__)
+
+KEY_HEADER = "dstreams.idempotency-key"
+# A group is one transaction; these bound how much one failure sends back to clients.
+MAX_GROUP_RECORDS = 50_000
+MAX_GROUP_BYTES = 64 << 20
+# How long the thread waits for requests before looking at its stop flag again.
+_IDLE_WAIT_S = 0.2
+# Between attempts to make a new producer while the cluster does not answer.
+_RECONNECT_PAUSE_S = (0.2, 5.0)
+# Bounds init_transactions() and an abort; a coordinator slower than this is unavailable.
+INIT_TIMEOUT_S = 30.0
+
+Outcome = Literal["written", "duplicate", "unavailable", "in_progress", "mismatch"]
+
+
+@dataclass(frozen=True)
+class IngestRequest:
+    source: str
+    topic: str
+    records: list[Record]
+    key: str | None
+    """The client's Idempotency-Key, if it sent one."""
+    fingerprint: str
+
+    @property
+    def size(self) -> int:
+        return sum(len(r.value) + len(r.key or b"") for r in self.records)
+
+
+@dataclass(frozen=True)
+class Answer:
+    outcome: Outcome
+    records: int
+    detail: str = ""
+    seconds: float = 0.0
+    """Time from submission to acknowledgement (written requests only)."""
+
+    @property
+    def outcome_label(self) -> str:
+        """The outcome as `dstreams_ingest_requests_total` counts it."""
+        return "conflict" if self.outcome in ("in_progress", "mismatch") else self.outcome
+
+
+@dataclass
+class _Pending:
+    request: IngestRequest
+    future: Future[Answer]
+    submitted: float
+    deadline: float
+
+
+@dataclass
+class _Group:
+    pending: list[_Pending] = field(default_factory=list)
+    records: int = 0
+    size: int = 0
+
+    @property
+    def deadline(self) -> float:
+        return min(p.deadline for p in self.pending)
+
+
+class _Expired(Exception):
+    """The group's deadline passed before its transaction could commit."""
+
+
+class IngestWriter:
+    """The producer thread; `submit` is safe from any thread. See the module docstring.
+
+    `make_producer()` returns a new transactional producer (not yet initialised); `read_keys(n)`
+    adds the keys topic's committed records from offset `n` to the ledger and returns the next
+    offset. Both are parameters so that failure handling can be tested without a broker.
+    """
+
+    def __init__(
+        self,
+        make_producer: Callable[[], Any],
+        read_keys: Callable[[int], int],
+        keys_topic: str,
+        ledger: KeyLedger,
+        ack_timeout_s: float,
+        on_ready: Callable[[bool], None] = lambda ready: None,
+    ) -> None:
+        self._make_producer = make_producer
+        self._read_keys = read_keys
+        self.keys_topic = keys_topic
+        self.ledger = ledger
+        self.ack_timeout_s = ack_timeout_s
+        self._on_ready = on_ready
+        self._lock = threading.Condition()
+        self._queue: deque[_Pending] = deque()
+        self._in_flight: set[str] = set()
+        self._producer: Any = None
+        self._keys_offset = 0
+        self._stopping = False
+        self.fenced = False
+        self._thread = threading.Thread(
+            target=self._run, name="dstreams-ingest-writer", daemon=True
+        )
+
+    # --- the intake -------------------------------------------------------------------------
+
+    @property
+    def ready(self) -> bool:
+        """True while requests are taken (the producer is initialised, the keys are known)."""
+        return self._producer is not None and not self._stopping
+
+    @property
+    def healthy(self) -> bool:
+        """False once fenced or once the thread has ended (then only a restart helps)."""
+        return not self.fenced and (self._thread.is_alive() or self._stopping)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def submit(self, request: IngestRequest) -> Future[Answer]:
+        """Queue `request`, or answer it at once when it is a duplicate or cannot be taken now."""
+        with self._lock:
+            answer = self._immediate_answer(request)
+            if answer is None:
+                future: Future[Answer] = Future()
+                now = time.monotonic()
+                self._queue.append(_Pending(request, future, now, now + self.ack_timeout_s))
+                if request.key is not None:
+                    self._in_flight.add(request.key)
+                self._lock.notify()
+                return future
+        done: Future[Answer] = Future()
+        done.set_result(answer)
+        return done
+
+    def _immediate_answer(self, request: IngestRequest) -> Answer | None:
+        count = len(request.records)
+        if self._stopping:
+            return Answer("unavailable", count, "the endpoint is stopping")
+        if self._producer is None:
+            return Answer("unavailable", count, "the endpoint is (re)connecting to Kafka")
+        if request.key is None:
+            return None
+        entry = self.ledger.get(request.key)
+        if entry is not None:
+            if (entry.fingerprint, entry.source) != (request.fingerprint, request.source):
+                detail = (
+                    f"Idempotency-Key {request.key!r} was first used for a different request "
+                    f"(to source {entry.source!r}); use a new key for new records"
+                )
+                return Answer("mismatch", count, detail)
+            return Answer("duplicate", entry.records, "already written; nothing written again")
+        if request.key in self._in_flight:
+            return Answer("in_progress", count, "a request with this key is being written now")
+        return None
+
+    def stop(self, timeout_s: float | None = None) -> None:
+        """Stop taking requests, write those already queued, and end the thread."""
+        with self._lock:
+            self._stopping = True
+            self._lock.notify()
+        if self._thread.is_alive():
+            self._thread.join(timeout_s if timeout_s is not None else self.ack_timeout_s + 5)
+
+    # --- the thread ---------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        pause = _RECONNECT_PAUSE_S[0]
+        while True:
+            with self._lock:
+                if self._stopping and not self._queue or self.fenced:
+                    break
+            if self._producer is None and not self._stopping:
+                if self._connect():
+                    pause = _RECONNECT_PAUSE_S[0]
+                else:
+                    time.sleep(pause)
+                    pause = min(2 * pause, _RECONNECT_PAUSE_S[1])
+                continue
+            group = self._next_group()
+            if group.pending:
+                self._write(group)
+        self._fail_queued("the endpoint stopped")
+        self._discard_producer()
+
+    def _connect(self) -> bool:
+        """A new initialised producer and an up-to-date ledger; False if Kafka did not answer."""
+        producer = None
+        try:
+            producer = self._make_producer()
+            # Settles the transaction a previous producer of this id left: commits it if its
+            # commit had begun, else aborts it. Only after that are the keys read.
+            producer.init_transactions(INIT_TIMEOUT_S)
+            self._keys_offset = self._read_keys(self._keys_offset)
+        except Exception as error:  # the cluster is unavailable; tried again after a pause
+            log.warning("ingest producer not ready, retrying: %s", error)
+            if producer is not None:
+                _purge(producer)
+            return False
+        with self._lock:
+            self._producer = producer
+        log.info("ingest producer ready; %d idempotency keys remembered", len(self.ledger))
+        self._on_ready(True)
+        return True
+
+    def _next_group(self) -> _Group:
+        group = _Group()
+        with self._lock:
+            if not self._queue:
+                self._lock.wait(_IDLE_WAIT_S)
+        self._take_queued(group)
+        return group
+
+    def _take_queued(self, group: _Group) -> list[_Pending]:
+        """Move waiting requests into `group`, within its limits; returns those moved."""
+        taken = []
+        with self._lock:
+            while (
+                self._queue and group.records < MAX_GROUP_RECORDS and group.size < MAX_GROUP_BYTES
+            ):
+                pending = self._queue.popleft()
+                group.pending.append(pending)
+                group.records += len(pending.request.records)
+                group.size += pending.request.size
+                taken.append(pending)
+        return taken
+
+    # --- one transaction ----------------------------------------------------------------------
+
+    def _write(self, group: _Group) -> None:
+        from confluent_kafka import KafkaException
+
+        entries: dict[str, KeyEntry] = {}
+        first_ack = threading.Event()
+        try:
+            self._producer.begin_transaction()
+            self._produce_requests(group.pending, entries, group.deadline, first_ack)
+            self._take_late_arrivals(group, entries, first_ack)
+            for key, entry in entries.items():
+                self._produce(self.keys_topic, key.encode(), entry.encode(), (), group.deadline)
+            self._commit(group.deadline)
+        except (KafkaException, _Expired) as failure:
+            self._after_failure(group, failure)
+            return
+        except Exception as failure:  # not a Kafka outcome, but the group is lost all the same
+            log.exception("ingest transaction failed unexpectedly")
+            self._after_failure(group, failure)
+            return
+        self._acknowledge(group, entries)
+
+    def _produce_requests(
+        self,
+        pending: list[_Pending],
+        entries: dict[str, KeyEntry],
+        deadline: float,
+        first_ack: threading.Event | None = None,
+    ) -> None:
+        for index, item in enumerate(pending):
+            report = first_ack if index == 0 else None
+            self._produce_request(item.request, deadline, report)
+            entry = self._key_entry(item.request)
+            if entry is not None:
+                entries[str(item.request.key)] = entry
+
+    def _take_late_arrivals(
+        self, group: _Group, entries: dict[str, KeyEntry], first_ack: threading.Event
+    ) -> None:
+        """Until the transaction's first record is acknowledged, requests that arrive join it.
+
+        The first acknowledgement waits for the broker to add the partitions to the transaction,
+        which waits for the previous transaction's markers: most of a transaction's time here.
+        Requests arriving meanwhile cost it nothing, and would otherwise wait a whole round.
+        """
+        while not first_ack.is_set() and time.monotonic() < group.deadline:
+            self._producer.poll(0.002)  # runs the delivery report that sets first_ack
+            late = self._take_queued(group)
+            if late:
+                self._produce_requests(late, entries, group.deadline)
+
+    def _produce_request(
+        self, request: IngestRequest, deadline: float, first_ack: threading.Event | None
+    ) -> None:
+        headers = () if request.key is None else ((KEY_HEADER, request.key.encode()),)
+        for index, record in enumerate(request.records):
+            report = first_ack if index == 0 else None
+            self._produce(request.topic, record.key, record.value, headers, deadline, report)
+
+    def _produce(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes,
+        headers: tuple[tuple[str, bytes], ...],
+        deadline: float,
+        delivered: threading.Event | None = None,
+    ) -> None:
+        extra: dict[str, Any] = {}
+        if delivered is not None:
+            extra["on_delivery"] = lambda error, message: delivered.set()
+        while True:
+            try:
+                self._producer.produce(topic, value, key, headers=list(headers), **extra)
+                return
+            except BufferError:  # the local queue is full: let deliveries drain it
+                if time.monotonic() > deadline:
+                    msg = "the producer's queue stayed full until the acknowledgement deadline"
+                    raise _Expired(msg) from None
+                self._producer.poll(0.01)
+
+    def _key_entry(self, request: IngestRequest) -> KeyEntry | None:
+        if request.key is None:
+            return None
+        return KeyEntry(request.source, request.fingerprint, len(request.records), now_ms())
+
+    def _commit(self, deadline: float) -> None:
+        """Commit; retriable errors are retried (the commit resumes) until the deadline."""
+        from confluent_kafka import KafkaException
+
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                msg = "the in-sync replicas did not acknowledge within ingest.ack_timeout_ms"
+                raise _Expired(msg)
+            try:
+                self._producer.commit_transaction(remaining)
+                return
+            except KafkaException as exc:
+                error = exc.args[0]
+                if error.txn_requires_abort() or error.fatal() or not error.retriable():
+                    raise
+                time.sleep(0.05)
+
+    def _acknowledge(self, group: _Group, entries: dict[str, KeyEntry]) -> None:
+        now = time.monotonic()
+        with self._lock:
+            for key, entry in entries.items():
+                self.ledger.add(key, entry)
+            for pending in group.pending:
+                self._in_flight.discard(pending.request.key or "")
+        for pending in group.pending:
+            count = len(pending.request.records)
+            pending.future.set_result(Answer("written", count, seconds=now - pending.submitted))
+
+    # --- failures -----------------------------------------------------------------------------
+
+    def _after_failure(self, group: _Group, failure: Exception) -> None:
+        """Answer the group unavailable; keep the producer only if the abort was clean."""
+        error = failure.args[0] if failure.args else failure
+        detail = f"not acknowledged by the in-sync replicas: {_describe(error)}"
+        keep = False
+        if _is_fenced(error):
+            self.fenced = True
+            log.critical("ingest producer fenced by a newer endpoint of this app: %s", detail)
+            detail = "fenced by a newer ingest endpoint of this app"
+        elif self._abort_cleanly():
+            keep = True
+            log.warning("ingest transaction aborted (%d requests): %s", len(group.pending), detail)
+        else:
+            log.warning("ingest transaction outcome unknown; new producer: %s", detail)
+        if not keep:
+            # Not ready before anyone is answered: a retry must wait for the keys to be re-read.
+            self._discard_producer()
+        with self._lock:
+            for pending in group.pending:
+                self._in_flight.discard(pending.request.key or "")
+        for pending in group.pending:
+            count = len(pending.request.records)
+            pending.future.set_result(Answer("unavailable", count, detail))
+
+    def _abort_cleanly(self) -> bool:
+        """Abort the open transaction; True when the broker confirmed it (nothing visible)."""
+        from confluent_kafka import KafkaException
+
+        try:
+            self._producer.abort_transaction(self.ack_timeout_s)
+        except KafkaException as exc:
+            log.warning("aborting the ingest transaction failed: %s", _describe(exc.args[0]))
+            return False
+        return True
+
+    def _discard_producer(self) -> None:
+        with self._lock:
+            producer, self._producer = self._producer, None
+        if producer is not None:
+            self._on_ready(False)
+            _purge(producer)
+
+    def _fail_queued(self, detail: str) -> None:
+        with self._lock:
+            queued = list(self._queue)
+            self._queue.clear()
+            self._in_flight.clear()
+        for pending in queued:
+            pending.future.set_result(Answer("unavailable", len(pending.request.records), detail))
+
+
+def _purge(producer: Any) -> None:
+    """Drop whatever the producer still holds; it is not used again."""
+    try:
+        producer.purge(True, True)
+        producer.flush(0)
+    except Exception:  # a producer in a fatal state may refuse; it is discarded anyway
+        log.debug("purging a discarded ingest producer failed", exc_info=True)
+
+
+def _is_fenced(error: Any) -> bool:
+    from confluent_kafka import KafkaError
+
+    codes = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}  # noqa: SLF001
+    return hasattr(error, "code") and error.code() in codes
+
+
+def _describe(error: Any) -> str:
+    if hasattr(error, "name") and hasattr(error, "str"):
+        return f"{error.name()}: {error.str()}"
+    return str(error)

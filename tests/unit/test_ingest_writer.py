@@ -1,0 +1,250 @@
+"""The ingest writer's decisions with a scripted producer: what is written, answered, re-read.
+
+Real transactions are exercised against brokers in tests/kafka/test_ingest_endpoint.py; here
+each failure shape librdkafka can report is injected to check what the writer does next.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
+from service.ingest.keys import KeyEntry, KeyLedger
+from service.ingest.parsing import Record
+from service.ingest.writer import KEY_HEADER, Answer, IngestRequest, IngestWriter
+
+KEYS_TOPIC = "keys"
+
+
+class FakeProducer:
+    """Records what a transactional producer is asked; `commit_error`/`abort_error` script
+    failures (an exception, or a list consumed one per call)."""
+
+    def __init__(self) -> None:
+        self.committed: list[tuple[str, bytes | None, bytes, Any]] = []
+        self.open: list[tuple[str, bytes | None, bytes, Any]] | None = None
+        self.commit_errors: list[Exception] = []
+        self.abort_error: Exception | None = None
+        self.on_abort: Callable[[], None] = lambda: None
+        self.initialised = False
+        self.aborted = 0
+        self.transactions = 0
+        self.reports: list[Callable[[Any, Any], None]] = []
+        # Delivery reports are served by poll() once this is set (the broker acknowledged).
+        self.acknowledging = threading.Event()
+        self.acknowledging.set()
+
+    def init_transactions(self, timeout: float) -> None:
+        self.initialised = True
+
+    def begin_transaction(self) -> None:
+        assert self.initialised and self.open is None
+        self.open = []
+
+    def produce(
+        self,
+        topic: str,
+        value: bytes,
+        key: bytes | None,
+        headers: Any = None,
+        on_delivery: Callable[[Any, Any], None] | None = None,
+    ) -> None:
+        assert self.open is not None
+        self.open.append((topic, key, value, headers))
+        if on_delivery is not None:
+            self.reports.append(on_delivery)
+
+    def commit_transaction(self, timeout: float) -> None:
+        assert self.open is not None
+        if self.commit_errors:
+            raise self.commit_errors.pop(0)
+        self.committed += self.open
+        self.open = None
+        self.transactions += 1
+
+    def abort_transaction(self, timeout: float) -> None:
+        self.on_abort()
+        if self.abort_error is not None:
+            raise self.abort_error
+        self.aborted += 1
+        self.open = None
+
+    def purge(self, *args: bool) -> None:
+        pass
+
+    def flush(self, timeout: float) -> int:
+        return 0
+
+    def poll(self, timeout: float) -> int:
+        if not self.acknowledging.wait(timeout):
+            return 0
+        reports, self.reports = self.reports, []
+        for report in reports:
+            report(None, None)
+        return len(reports)
+
+
+def kafka_error(code: int, **flags: bool) -> KafkaException:
+    return KafkaException(KafkaError(code, "scripted", **flags))
+
+
+class Harness:
+    def __init__(self, ack_timeout_s: float = 2.0) -> None:
+        self.producers: list[FakeProducer] = []
+        self.key_reads: list[int] = []
+        # What the keys topic holds beyond the ledger: (key, entry), found by the next read.
+        self.committed_keys: list[tuple[str, KeyEntry]] = []
+        self.ledger = KeyLedger(retention_ms=3_600_000)
+        self.writer = IngestWriter(
+            self.make_producer, self.read_keys, KEYS_TOPIC, self.ledger, ack_timeout_s
+        )
+
+    def make_producer(self) -> FakeProducer:
+        self.producers.append(FakeProducer())
+        return self.producers[-1]
+
+    def read_keys(self, start: int) -> int:
+        self.key_reads.append(start)
+        for key, entry in self.committed_keys:
+            self.ledger.add(key, entry)
+        return start + len(self.committed_keys)
+
+    def wait_ready(self) -> None:
+        deadline = time.monotonic() + 5
+        while not self.writer.ready:
+            assert time.monotonic() < deadline, "the writer never became ready"
+            time.sleep(0.01)
+
+    def send(self, key: str | None, values: list[bytes], fingerprint: str = "fp") -> Answer:
+        records = [Record(None, v) for v in values]
+        request = IngestRequest("lines", "lines-topic", records, key, fingerprint)
+        return self.writer.submit(request).result(timeout=10)
+
+
+@pytest.fixture
+def harness() -> Iterator[Harness]:
+    h = Harness()
+    h.writer.start()
+    h.wait_ready()
+    yield h
+    h.writer.stop(5)
+
+
+def test_a_request_is_written_in_one_transaction_with_its_key(harness: Harness) -> None:
+    answer = harness.send("k1", [b"a", b"b"])
+    assert (answer.outcome, answer.records) == ("written", 2)
+    (producer,) = harness.producers
+    data = [(t, v, h) for t, _, v, h in producer.committed if t == "lines-topic"]
+    header = [(KEY_HEADER, b"k1")]
+    assert data == [("lines-topic", b"a", header), ("lines-topic", b"b", header)]
+    (key_record,) = [(k, v) for t, k, v, _ in producer.committed if t == KEYS_TOPIC]
+    assert key_record[0] == b"k1"
+    assert KeyEntry.decode(key_record[1]).records == 2
+    assert harness.ledger.get("k1") is not None
+
+
+def test_a_retry_with_the_same_key_writes_nothing(harness: Harness) -> None:
+    harness.send("k1", [b"a"])
+    committed = len(harness.producers[0].committed)
+    answer = harness.send("k1", [b"a"])
+    assert (answer.outcome, answer.records) == ("duplicate", 1)
+    assert len(harness.producers[0].committed) == committed
+
+
+def test_a_key_reused_for_other_records_is_a_mismatch(harness: Harness) -> None:
+    harness.send("k1", [b"a"], fingerprint="one")
+    answer = harness.send("k1", [b"b"], fingerprint="two")
+    assert answer.outcome == "mismatch" and "different request" in answer.detail
+
+
+def test_requests_arriving_before_the_first_ack_join_the_transaction(harness: Harness) -> None:
+    producer = harness.producers[0]
+    producer.acknowledging.clear()  # the broker has not acknowledged anything yet
+    first = harness.writer.submit(IngestRequest("lines", "t", [Record(None, b"a")], "k1", "f"))
+    time.sleep(0.1)  # the first transaction is open, waiting for its first acknowledgement
+    late = harness.writer.submit(IngestRequest("lines", "t", [Record(None, b"b")], "k2", "f"))
+    time.sleep(0.1)
+    producer.acknowledging.set()
+    assert first.result(10).outcome == "written" and late.result(10).outcome == "written"
+    assert producer.transactions == 1
+    assert sorted(v for t, _, v, _ in producer.committed if t == "t") == [b"a", b"b"]
+    assert harness.ledger.get("k2") is not None
+
+
+def test_requests_without_keys_leave_no_key_record(harness: Harness) -> None:
+    assert harness.send(None, [b"a"]).outcome == "written"
+    assert [t for t, *_ in harness.producers[0].committed] == ["lines-topic"]
+
+
+def test_a_cleanly_aborted_transaction_answers_503_and_keeps_the_producer(
+    harness: Harness,
+) -> None:
+    producer = harness.producers[0]
+    producer.commit_errors = [kafka_error(KafkaError.NOT_ENOUGH_REPLICAS, txn_requires_abort=True)]
+    answer = harness.send("k1", [b"a"])
+    assert answer.outcome == "unavailable" and "NOT_ENOUGH_REPLICAS" in answer.detail
+    assert producer.aborted == 1 and producer.committed == []
+    assert harness.ledger.get("k1") is None
+    # Same producer, no re-read of the keys: the abort settled everything.
+    assert harness.send("k1", [b"a"]).outcome == "written"
+    assert len(harness.producers) == 1 and harness.key_reads == [0]
+
+
+def test_an_unknown_outcome_rebuilds_the_producer_and_rereads_the_keys_first() -> None:
+    harness = Harness(ack_timeout_s=0.3)
+    harness.writer.start()
+    harness.wait_ready()
+    try:
+        first = harness.producers[0]
+        # The commit keeps timing out, and the abort is refused: did it commit? Unknown.
+        first.commit_errors = [kafka_error(KafkaError._TIMED_OUT, retriable=True)] * 1000
+        first.abort_error = kafka_error(KafkaError._STATE)
+        # In truth it did commit: the keys topic holds k1 from now on.
+        entry = KeyEntry("lines", "fp", 1, int(time.time() * 1000))
+        first.on_abort = lambda: harness.committed_keys.append(("k1", entry))
+        answer = harness.send("k1", [b"a"])
+        assert answer.outcome == "unavailable"
+        harness.wait_ready()
+        assert len(harness.producers) == 2 and harness.producers[1].initialised
+        assert harness.key_reads == [0, 0]  # read again from where the first read stopped
+        retry = harness.send("k1", [b"a"])
+        assert (retry.outcome, retry.records) == ("duplicate", 1)
+        assert harness.producers[1].committed == []
+    finally:
+        harness.writer.stop(5)
+
+
+def test_requests_are_refused_at_once_while_not_ready() -> None:
+    harness = Harness()  # not started: no producer yet
+    answer = harness.send("k1", [b"a"])
+    assert answer.outcome == "unavailable" and "connecting" in answer.detail
+
+
+def test_a_key_being_written_is_in_progress(harness: Harness) -> None:
+    producer = harness.producers[0]
+    release = [kafka_error(KafkaError._TIMED_OUT, retriable=True)] * 20  # ~1 s of commit retries
+    producer.commit_errors = list(release)
+    request = IngestRequest("lines", "lines-topic", [Record(None, b"a")], "k1", "fp")
+    first = harness.writer.submit(request)
+    time.sleep(0.2)
+    assert harness.writer.submit(request).result(timeout=1).outcome == "in_progress"
+    assert first.result(timeout=10).outcome == "written"
+
+
+def test_fencing_stops_the_writer(harness: Harness) -> None:
+    producer = harness.producers[0]
+    producer.commit_errors = [kafka_error(KafkaError._FENCED, fatal=True)]
+    answer = harness.send("k1", [b"a"])
+    assert answer.outcome == "unavailable" and "fenced" in answer.detail
+    assert harness.writer.fenced and not harness.writer.healthy
+    assert harness.send("k2", [b"b"]).outcome == "unavailable"
+
+
+def test_stop_writes_what_is_queued_then_refuses(harness: Harness) -> None:
+    harness.writer.stop(5)
+    assert harness.send("k9", [b"z"]).outcome == "unavailable"

@@ -1,0 +1,75 @@
+"""Shared-storage rules: on a cluster, file outputs and checkpoints are refused at start-up unless
+every executor can see them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from service.config.masters import SparkMaster, parse_master
+from service.config.settings import FilesSinkSettings, InvalidConfig, load_settings
+from service.config.storage import shared_path_problem
+
+K8S = parse_master("k8s://https://kubernetes.default.svc")
+REMOTE = parse_master("spark://10.0.0.5:7077")
+LOOPBACK = parse_master("spark://127.0.0.1:7077")
+LOCAL = parse_master("local[2]")
+
+
+@pytest.mark.parametrize("master", [LOCAL, LOOPBACK, REMOTE, K8S])
+def test_an_absolute_path_on_shared_storage_is_fine_anywhere(master: SparkMaster) -> None:
+    assert shared_path_problem("sinks.o.path", "/var/lib/dstreams/out", master) is None
+
+
+def test_local_mode_accepts_relative_paths() -> None:
+    assert shared_path_problem("sinks.o.path", "out", LOCAL) is None
+
+
+@pytest.mark.parametrize("master", [LOOPBACK, REMOTE, K8S])
+def test_a_relative_path_is_refused_on_any_cluster(master: SparkMaster) -> None:
+    problem = shared_path_problem("sinks.o.path", "out", master)
+    assert problem is not None
+    assert problem.startswith("sinks.o.path: 'out' is a relative path")
+
+
+@pytest.mark.parametrize("path", ["/tmp/out", "/var/tmp/x", "/dev/shm/x", "file:///tmp/out"])
+def test_a_hosts_own_scratch_space_is_refused_where_executors_are_elsewhere(path: str) -> None:
+    for master in (REMOTE, K8S):
+        problem = shared_path_problem("checkpoint.path", path, master, uris=True)
+        assert problem is not None and "its own copy" in problem
+
+
+def test_scratch_space_is_shared_when_every_executor_runs_on_this_host() -> None:
+    assert shared_path_problem("sinks.o.path", "/tmp/out", LOOPBACK) is None
+
+
+def test_uris_are_for_writers_that_understand_them() -> None:
+    assert shared_path_problem("checkpoint.path", "s3a://bucket/ckpt", K8S, uris=True) is None
+    problem = shared_path_problem("sinks.o.path", "s3a://bucket/out", K8S)
+    assert problem is not None and "local file system" in problem
+
+
+def test_load_settings_refuses_each_unshared_path_on_its_own_line(tmp_path: Path) -> None:
+    config = tmp_path / "job.yaml"
+    config.write_text(
+        "app_id: wc\njob: examples.wordcount:build\n"
+        "kafka: {bootstrap_servers: 'k:9092'}\n"
+        "spark: {master: 'spark://10.0.0.5:7077'}\n"
+        "sinks: {a: {type: files, path: out}, b: {type: files, path: /mnt/shared/b}}\n"
+    )
+    with pytest.raises(InvalidConfig) as caught:
+        load_settings(config, {})
+    problems = caught.value.problems
+    assert [line.split(":")[0] for line in problems] == ["sinks.a.path", "checkpoint.path"]
+
+
+def test_the_same_file_is_fine_in_local_mode(tmp_path: Path) -> None:
+    config = tmp_path / "job.yaml"
+    config.write_text(
+        "app_id: wc\njob: examples.wordcount:build\n"
+        "kafka: {bootstrap_servers: 'k:9092'}\n"
+        "sinks: {a: {type: files, path: out}}\n"
+    )
+    sink = load_settings(config, {}).sinks["a"]
+    assert isinstance(sink, FilesSinkSettings) and sink.path == "out"
