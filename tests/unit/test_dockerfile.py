@@ -223,3 +223,19 @@ def test_dockerignore_sends_everything_the_dockerfile_copies() -> None:
         assert sent_to_docker(literal.rstrip("/")), source
     assert sent_to_docker("service/cli.py")
     assert not sent_to_docker("service/__pycache__/cli.cpython-311.pyc")
+
+
+def test_every_package_of_the_tree_is_in_the_distribution() -> None:
+    """The image installs the distribution, not the tree: a sub-package missing from the
+    explicit list in pyproject.toml would be missing in the container."""
+    import tomllib
+
+    listed = set(
+        tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    )
+    found = {
+        ".".join(init.parent.relative_to(ROOT).parts)
+        for top in ("service", "connectors", "sinks")
+        for init in (ROOT / top).rglob("__init__.py")
+    }
+    assert found == listed
