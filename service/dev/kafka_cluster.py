@@ -13,7 +13,6 @@ module started and stops again by PID.
 
 from __future__ import annotations
 
-import atexit
 import base64
 import ctypes
 import fcntl
@@ -26,7 +25,6 @@ import subprocess
 import tempfile
 import time
 import uuid
-import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -34,6 +32,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
+from service.dev.leftovers import stop_at_exit, stopped
 from service.dev.ports import free_port
 from service.errors import DStreamsError
 
@@ -279,15 +278,6 @@ class _Broker:
 
 # --- The cluster ------------------------------------------------------------------------------
 
-_LIVE_CLUSTERS: weakref.WeakSet[LocalKafkaCluster] = weakref.WeakSet()
-
-
-@atexit.register
-def _stop_leftover_clusters() -> None:
-    # A test or script that forgot stop() must still not leave JVMs behind.
-    for cluster in list(_LIVE_CLUSTERS):
-        cluster.stop()
-
 
 class LocalKafkaCluster:
     """A KRaft cluster of 1 or 3 combined broker+controller nodes on 127.0.0.1 free ports.
@@ -353,7 +343,7 @@ class LocalKafkaCluster:
         self._classpath = kafka_classpath()
         self._workdir = self._make_workdir()
         self._brokers = self._plan_brokers(self._workdir)
-        _LIVE_CLUSTERS.add(self)
+        stop_at_exit(self)
         try:
             self._format_storage(new_cluster_id())
             for broker in self._brokers:
@@ -383,7 +373,7 @@ class LocalKafkaCluster:
         for broker in self._brokers:
             broker.kill()  # SIGKILL whatever outlived the grace period; reap; close the log
         self._brokers = []
-        _LIVE_CLUSTERS.discard(self)
+        stopped(self)
         if self._owns_workdir and self._workdir is not None and not keep_workdir:
             shutil.rmtree(self._workdir, ignore_errors=True)
 

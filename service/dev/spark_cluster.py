@@ -20,7 +20,6 @@ loopback either way.
 
 from __future__ import annotations
 
-import atexit
 import ctypes
 import json
 import os
@@ -32,12 +31,12 @@ import sys
 import tempfile
 import time
 import urllib.request
-import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
+from service.dev.leftovers import stop_at_exit, stopped
 from service.dev.ports import free_port
 from service.errors import DStreamsError
 
@@ -167,16 +166,6 @@ class _Daemon:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
 
-_LIVE_CLUSTERS: weakref.WeakSet[LocalSparkCluster] = weakref.WeakSet()
-
-
-@atexit.register
-def _stop_leftover_clusters() -> None:
-    # A test or script that forgot stop() must still not leave JVMs behind.
-    for cluster in list(_LIVE_CLUSTERS):
-        cluster.stop()
-
-
 class LocalSparkCluster:
     """A Spark standalone master and `workers` workers (`cores` and `memory` each) on loopback."""
 
@@ -229,7 +218,7 @@ class LocalSparkCluster:
 
     def start(self) -> None:
         """Start the master, then every worker; return once the master counts them all alive."""
-        _LIVE_CLUSTERS.add(self)
+        stop_at_exit(self)
         try:
             self.master.launch(self._master_command(), self._env(self.master))
             deadline = time.monotonic() + START_TIMEOUT_S
@@ -251,7 +240,7 @@ class LocalSparkCluster:
         self.master.stop()
         for pid in executors:
             _kill_quietly(pid)
-        _LIVE_CLUSTERS.discard(self)
+        stopped(self)
         if self._own_workdir and not keep_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
