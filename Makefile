@@ -46,7 +46,7 @@ typecheck: venv
 	$(VENV)/bin/mypy $(PACKAGES)
 
 test: lint typecheck sysdeps
-	$(PY) -m pytest --ignore=tests/containers $(PYTEST_ARGS)
+	$(PY) -m pytest --ignore=tests/containers --durations=15 $(PYTEST_ARGS)
 	$(TEST_CONTAINERS) $(PYTEST_ARGS)
 
 test-containers: venv sysdeps
@@ -75,10 +75,10 @@ bench-state: venv sysdeps
 	$(PY) bench/state_bench.py
 
 # Runs too long for `make test`: the stateful long run at 1,000 batches, and the stateful chaos
-# test at the issue's full size (200,000 lines, 10 driver SIGKILLs besides the crash points).
+# test at the issue's full size (200,000 lines, every crash point, 10 SIGKILLs in all).
 soak: venv sysdeps
 	DSTREAMS_LONG_RUN_BATCHES=1000 $(PY) -m pytest tests/spark/test_state_long_run.py $(PYTEST_ARGS)
-	DSTREAMS_STATE_CHAOS_LINES=200000 DSTREAMS_STATE_CHAOS_KILLS=10 \
+	DSTREAMS_STATE_CHAOS_LINES=200000 DSTREAMS_STATE_CHAOS_KILLS=10 DSTREAMS_STATE_CHAOS_POINTS=all \
 		$(PY) -m pytest tests/chaos/test_state_chaos.py $(PYTEST_ARGS)
 	DSTREAMS_SOAK=1 $(PY) -m pytest tests/chaos/test_replication_faults.py $(PYTEST_ARGS)
 

@@ -1,10 +1,11 @@
 """The word-count app on a real standalone cluster (a master, two 1-core workers), exact in every
 sink through executor, worker and driver deaths and speculative task copies.
 
-Every test runs `examples.wordcount_all_sinks` (Kafka, PostgreSQL and files outputs) as a real
-`dstreams run` subprocess with `spark.master` set to the module's cluster. The job's package is
-shipped to the executors as a zip: the workers' environment holds no copy of it. Tests that kill
-a worker start it again before they end, so the next test finds two.
+Every test runs `examples.wordcount_all_sinks` (Kafka, PostgreSQL and files outputs), and the
+driver-kill test the stateful `examples.stateful_all_sinks` (running totals and sliding windows),
+as a real `dstreams run` subprocess with `spark.master` set to the module's cluster. The job's
+package is shipped to the executors as a zip: the workers' environment holds no copy of it. Tests
+that kill a worker start it again before they end, so the next test finds two.
 """
 
 from __future__ import annotations
@@ -26,12 +27,22 @@ from tests.chaos.conftest import (
     wait_until,
     word_totals,
 )
+from tests.chaos.stateful_checks import (
+    CHECKPOINT_EVERY,
+    check_windows,
+    stateful_config,
+    verify_totals,
+)
 from tests.cluster.conftest import cluster_driver, cluster_settings, spark_log_lines
 
 LINES = 8_000
 # 2,000 lines a batch: four batches or so, each still running when the next is due.
 RATE_PER_PARTITION = 500
 EXIT_REFUSED = 4
+# The stateful app reads 1,000 lines a batch: 8 batches of input, killed after a checkpoint.
+STATEFUL_RATE_PER_PARTITION = 250
+# Batches of the restarted driver: the sliding windows need 5 boundaries (2 s apart) or more.
+WINDOW_BATCHES = 12
 
 
 def alive(pid: int) -> bool:
@@ -121,22 +132,33 @@ def test_an_executor_jvm_killed_mid_batch_costs_a_task_rerun_not_a_record(
 
 
 @pytest.mark.timeout(500)
-def test_a_new_driver_takes_over_after_the_driver_is_killed(
+def test_a_new_driver_takes_over_the_running_totals_after_the_driver_is_killed(
     spark_cluster: LocalSparkCluster, chaos_app: ChaosApp
 ) -> None:
+    """The stateful app (running totals to Kafka and PostgreSQL, sliding windows to files) on the
+    cluster: its driver is SIGKILLed after a checkpoint, and the next one loads that checkpoint
+    (written by the executors to the shared path) and carries the state on, exactly."""
     app = chaos_app
-    lines = preloaded(app, 23)
-    driver = cluster_driver(app, spark_cluster)
+    app.rate_per_partition = STATEFUL_RATE_PER_PARTITION
+    lines = make_lines(23, LINES)
+    positions = produce(app.bootstrap, app.input_topic, [line.encode() for line in lines])
+    driver = app.service("stateful", spark=cluster_settings(spark_cluster), **stateful_config(app))
 
     driver.start()
-    app.wait_completed(driver)
+    app.wait_completed(driver, CHECKPOINT_EVERY + 1)
     assert driver.kill() == -9
     driver.start()
     app.wait_drained(driver)
+    # Windows keep sliding over the drained input until enough boundaries were written.
+    app.wait_completed(driver, WINDOW_BATCHES)
     app.stop(driver)
 
-    assert len(app.journal_state().epochs) == 2
-    app.verify(word_totals(lines))
+    state = app.journal_state()
+    assert len(state.epochs) == 2
+    assert "state restored from the checkpoint of batch" in log_text(driver), driver.log_tail()
+    verify_totals(app, word_totals(lines))
+    line_at = dict(zip(positions, lines, strict=True))
+    print(f"{check_windows(app, state, line_at)} window files equal their reference")
 
 
 @pytest.mark.timeout(500)

@@ -1,0 +1,140 @@
+"""What the stateful app (`examples.stateful_all_sinks`) is configured with and what its sinks
+must hold afterwards: shared by the stateful chaos test and the cluster tier's running total.
+
+The totals are checked against the input (PostgreSQL holds every word's total; the last committed
+Kafka record of a word is its total); each committed window file against the lines its batches
+read, per the journal.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import psycopg
+
+from examples.stateful_all_sinks import SLIDE_MS, TOTALS_KAFKA, TOTALS_PG, WINDOW_MS, WINDOWS
+from service.graph.functions import words_of
+from service.journal.base import JournalState
+from sinks.files import FileSink
+from tests.chaos.conftest import (
+    INPUT_PARTITIONS,
+    ChaosApp,
+    assert_no_open_transactions,
+    assert_same_totals,
+    read_topic,
+)
+
+JOB = "examples.stateful_all_sinks:build"
+CHECKPOINT_EVERY = 3
+
+
+def stateful_config(app: ChaosApp) -> dict[str, Any]:
+    """The job's sinks and checkpoints, in the chaos app's config."""
+    return {
+        "job": JOB,
+        "sinks": {
+            TOTALS_KAFKA: {"type": "kafka", "topic": totals_topic(app)},
+            TOTALS_PG: {
+                "type": "postgres",
+                "dsn": app.dsn,
+                "table": "totals",
+                "columns": ["word", "n"],
+                "column_types": {"word": "text", "n": "bigint"},
+                "key_columns": ["word"],
+            },
+            WINDOWS: {"type": "files", "path": str(app.files_root)},
+        },
+        "checkpoint": {
+            "path": str(app.workdir / "state" / "checkpoints"),
+            "interval_batches": CHECKPOINT_EVERY,
+        },
+    }
+
+
+def totals_topic(app: ChaosApp) -> str:
+    return f"{app.app_id}.totals"
+
+
+def verify_totals(app: ChaosApp, totals: Counter[str]) -> None:
+    """PostgreSQL and Kafka hold exactly `totals`, and no transaction is left open."""
+    assert_same_totals("PostgreSQL", postgres_totals(app), totals)
+    assert_same_totals("Kafka (last committed value)", last_kafka_totals(app), totals)
+    assert_no_open_transactions(app.bootstrap, totals_topic(app))
+
+
+# --- what the sinks hold -------------------------------------------------------------------------
+
+
+def postgres_totals(app: ChaosApp) -> Counter[str]:
+    with psycopg.connect(app.dsn, autocommit=True) as conn:
+        rows = conn.execute("SELECT word, n FROM totals").fetchall()
+    return Counter({str(word): int(n) for word, n in rows})
+
+
+def last_kafka_totals(app: ChaosApp) -> Counter[str]:
+    """Per word, the value of its last committed record (a word's records share a partition)."""
+    last: dict[str, tuple[int, int, int]] = {}
+    for message in read_topic(app.bootstrap, totals_topic(app)):
+        word, partition = message.key().decode(), message.partition()
+        seen = last.get(word)
+        assert seen is None or seen[0] == partition, (
+            f"{word!r} in partitions {seen[0]}, {partition}"
+        )
+        if seen is None or message.offset() > seen[1]:
+            last[word] = (partition, message.offset(), int(message.value()))
+    return Counter({word: total for word, (_p, _o, total) in last.items()})
+
+
+def check_windows(app: ChaosApp, state: JournalState, line_at: dict[tuple[int, int], str]) -> int:
+    """Every committed window equals the counts of the lines its batches read (per the journal),
+    and every completed boundary whose window read anything has a committed file."""
+    read_by = batches_read(state, app.input_topic, line_at)
+    sink = FileSink(app.files_root)
+    committed = set(sink.committed_batches(WINDOWS))
+    for t in sorted(committed):
+        found = Counter({word: n for word, n in sink.read_batch(WINDOWS, t)})
+        # Between slide boundaries a window stream writes nothing (an empty committed batch).
+        expected = window_reference(read_by, t) if t % SLIDE_MS == 0 else Counter()
+        assert_same_totals(f"window {t}", found, expected)
+    due = {
+        t
+        for t in state.completed
+        if t % SLIDE_MS == 0 and any(window_reference(read_by, t).values())
+    }
+    assert due <= committed, f"windows with input but no file: {sorted(due - committed)[:10]}"
+    windows = [t for t in committed if t % SLIDE_MS == 0]
+    assert len(windows) >= 5, f"only {len(windows)} windows were written"
+    return len(windows)
+
+
+def batches_read(
+    state: JournalState, topic: str, line_at: dict[tuple[int, int], str]
+) -> dict[int, Counter[str]]:
+    """Word counts of the lines each journaled batch read; the journal must hold every batch."""
+    first = {
+        r.partition: r.from_offset
+        for t in sorted(state.planned, reverse=True)
+        for r in state.planned[t].ranges
+    }
+    assert first == dict.fromkeys(range(INPUT_PARTITIONS), 0), (
+        f"the journal no longer holds the first batches (first offsets {first}); the window "
+        "reference needs every batch"
+    )
+    read: dict[int, Counter[str]] = {}
+    for t, record in state.planned.items():
+        counts: Counter[str] = Counter()
+        for r in record.ranges:
+            assert r.topic == topic
+            for offset in range(r.from_offset, r.until_offset):
+                counts.update(words_of(line_at[(r.partition, offset)]))
+        read[t] = counts
+    return read
+
+
+def window_reference(read_by: dict[int, Counter[str]], t: int) -> Counter[str]:
+    counts: Counter[str] = Counter()
+    for b, batch in read_by.items():
+        if t - WINDOW_MS < b <= t:
+            counts.update(batch)
+    return +counts
