@@ -7,6 +7,7 @@ can ask Spark which jobs those were, how many stages and tasks each had and how 
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from dataclasses import dataclass
@@ -23,19 +24,31 @@ class SparkJob:
     stages: int
     tasks: int
     seconds: float
+    name: str = ""
+    """Spark's call site of the job, e.g. `collect at outputs.py:71`."""
 
     def to_json(self) -> dict[str, Any]:
         return {
             "job_id": self.job_id,
+            "name": self.name,
             "stages": self.stages,
             "tasks": self.tasks,
             "seconds": round(self.seconds, 4),
         }
 
 
-def job_group(batch_time: int, output: str) -> str:
-    """The job group of `output`'s jobs for `batch_time`."""
-    return f"dstreams-{batch_time}-{output}"
+# Numbers each group of this process: a batch run again (a replay, a retry after a failure) or
+# another context with the same batch times must not find the earlier run's jobs in its group.
+_RUNS = itertools.count()
+
+
+def job_group(app: str, batch_time: int, output: str) -> str:
+    """A new job group for `output`'s jobs of `batch_time`, unique in this process.
+
+    >>> job_group("wc", 2000, "counts").startswith("dstreams-wc-2000-counts-")
+    True
+    """
+    return f"dstreams-{app}-{batch_time}-{output}-{next(_RUNS)}"
 
 
 def start_job_group(sc: Any, group: str) -> None:
@@ -63,4 +76,5 @@ def _job(store: Any, job_id: int) -> SparkJob:
     end_ms = completed.get().getTime() if completed.isDefined() else time.time() * 1000
     start_ms = submitted.get().getTime() if submitted.isDefined() else end_ms
     stages = int(data.stageIds().size())
-    return SparkJob(int(job_id), stages, int(data.numTasks()), max(0.0, (end_ms - start_ms) / 1000))
+    seconds = max(0.0, (end_ms - start_ms) / 1000)
+    return SparkJob(int(job_id), stages, int(data.numTasks()), seconds, str(data.name()))

@@ -60,7 +60,7 @@ class SinkOutput:
         started = time.monotonic()
         batch_time = plan.batch_time
         rdd = self.stream.rdd_at(plan)
-        group = job_group(batch_time, self.name)
+        group = job_group(app, batch_time, self.name)
         start_job_group(rdd.context, group)
         if self.sink.writes_on_driver:
             reports = self._write_on_driver(rdd, app, batch_time)
