@@ -9,7 +9,11 @@ so read the ratios, not the absolute figures.
 1. Capacity: both drain the same preloaded topic (lines of 8 Zipf words, 4 partitions); dstreams
    runs batches back to back (as its scheduler does when behind) after a warm-up pass over the
    same topic. Printed as `capacity ratio (kafka sink, exactly-once): X.XX of the raw ...`.
-2. Latency: a producer writes lines at a steady rate; one line in `STAMP_EVERY` starts with a
+2. Structured Streaming: PySpark's own word count (`bench/structured_streaming.py`: Kafka
+   source and sink, 1 s trigger, running counts in update mode, at-least-once) over the same
+   topic in batches of the same size; `vs structured streaming: X.XX×` is dstreams' capacity over
+   its steady records/s.
+3. Latency: a producer writes lines at a steady rate; one line in `STAMP_EVERY` starts with a
    word `t<produce time in ms>`, which the word count passes to its output as a key of its own. A
    read_committed reader of the output takes now minus that time as the record's end-to-end
    latency. dstreams runs batches on its 1 s interval, as the service's scheduler does.
@@ -299,7 +303,8 @@ def breakdown_summary(label: str, outcomes: list[Any]) -> None:
     )
 
 
-def measure_capacity(sc: Any, bootstrap: str, topic: str, lines: int, tmp: Path) -> None:
+def measure_capacity(sc: Any, bootstrap: str, topic: str, lines: int, tmp: Path) -> float:
+    """Prints the capacity ratio; returns dstreams' steady records/s."""
     raw = raw_loop(bootstrap, topic, topic + "-raw", lambda seen: seen >= lines)
     raw_rate = steady_rate(raw)
     print(f"raw exactly-once loop (confluent-kafka, 1 s transactions): {raw_rate:>9,.0f} records/s")
@@ -312,6 +317,26 @@ def measure_capacity(sc: Any, bootstrap: str, topic: str, lines: int, tmp: Path)
         flush=True,
     )
     breakdown_summary("capacity pass:", outcomes)
+    return rate
+
+
+def measure_structured(bootstrap: str, topic: str, lines: int, dstreams_rate: float) -> None:
+    """PySpark's Structured Streaming word count over the same topic and batch size."""
+    import subprocess
+
+    script = Path(__file__).resolve().parent / "structured_streaming.py"
+    args = [bootstrap, topic, str(lines), str(CAPACITY_BATCH_LINES), str(PARTITIONS)]
+    done = subprocess.run(  # noqa: S603 - our own script, with our own arguments
+        [sys.executable, str(script), *args], capture_output=True, text=True, check=False
+    )
+    reported = [line for line in done.stdout.splitlines() if line.startswith("records/s ")]
+    if done.returncode != 0 or not reported:
+        print(f"structured streaming failed ({done.returncode}): {done.stderr[-2000:]}")
+        return
+    print(done.stdout.splitlines()[0])
+    rate = float(reported[-1].split()[1])
+    print(f"structured streaming word count (kafka sink, at-least-once): {rate:>9,.0f} records/s")
+    print(f"vs structured streaming: {dstreams_rate / rate:.2f}×", flush=True)
 
 
 def measure_dstreams_latency(
@@ -383,9 +408,10 @@ def main() -> int:
         print(f"preloading {args.lines:,} lines into {topic} ...", flush=True)
         preload(bootstrap, topic, args.lines)
         sc = create_spark_context("dstreams-latency-bench", "local[2]")
-        measure_capacity(sc, bootstrap, topic, args.lines, Path(tmp))
+        rate = measure_capacity(sc, bootstrap, topic, args.lines, Path(tmp))
         measure_dstreams_latency(sc, bootstrap, topic + "-d", args.rate, args.seconds, Path(tmp))
         sc.stop()
+        measure_structured(bootstrap, topic, args.lines, rate)
         measure_raw_latency(bootstrap, topic + "-r", args.rate, args.seconds)
     return 0
 
