@@ -65,6 +65,7 @@ demo: venv sysdeps
 
 bench: venv sysdeps
 	$(PY) bench/wordcount_bench.py
+	$(PY) bench/latency_bench.py
 	$(PY) bench/cluster_bench.py
 	$(PY) bench/ingest_bench.py
 

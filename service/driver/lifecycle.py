@@ -21,13 +21,15 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Protocol
 
 from connectors.offsets import OffsetRange
 from service import faults
+from service.driver.steps import StepTimer
 from service.graph.base import BatchOutcome, OutputResult
 from service.graph.context import StreamingContext
-from service.graph.counters import Counts, skipped_runs
+from service.graph.counters import Counts, is_timestamp, skipped_runs
 from service.graph.plan import BatchPlan
 from service.journal.base import JournalState
 
@@ -123,9 +125,12 @@ class BatchLifecycle:
     ) -> BatchOutcome:
         """Plans, journals and runs a new batch; `rate` is backpressure's records/s per
         partition for it (None: each source's maximum alone)."""
-        plan = self.plan(batch_time, rate)
-        self.journal_planned(plan)
-        return self.execute(plan, scheduling_delay_s, replayed=False)
+        steps = StepTimer()
+        with steps.step("plan"):
+            plan = self.plan(batch_time, rate)
+        with steps.step("journal_planned"):
+            self.journal_planned(plan)
+        return self.execute(plan, scheduling_delay_s, replayed=False, steps=steps)
 
     def replay(self, plan: BatchPlan) -> BatchOutcome:
         """Re-runs a journaled but not completed batch with exactly its journaled plan."""
@@ -147,10 +152,16 @@ class BatchLifecycle:
         self.ctx.step_stateful(plan)
         return [output.run(self.ctx.app_id, plan) for output in self.ctx.outputs]
 
-    def commit_sinks(self, batch_time: int, results: list[OutputResult]) -> None:
+    def commit_sinks(self, batch_time: int, results: list[OutputResult]) -> list[OutputResult]:
+        """Commits every output; returns the results with each commit's duration and time."""
         faults.crash_point("before-sink-commit")
+        committed = []
         for output, result in zip(self.ctx.outputs, results, strict=True):
+            started = time.monotonic()
             output.commit(self.ctx.app_id, batch_time, result)
+            seconds = time.monotonic() - started
+            committed.append(replace(result, commit_seconds=seconds, committed_at=time.time()))
+        return committed
 
     def journal_completed(
         self,
@@ -173,36 +184,66 @@ class BatchLifecycle:
 
     # --- composition ----------------------------------------------------------------------
 
-    def execute(self, plan: BatchPlan, scheduling_delay_s: float, replayed: bool) -> BatchOutcome:
+    def execute(
+        self,
+        plan: BatchPlan,
+        scheduling_delay_s: float,
+        replayed: bool,
+        steps: StepTimer | None = None,
+    ) -> BatchOutcome:
         batch_time = plan.batch_time
+        steps = steps or StepTimer()
         self.observer.batch_started(plan, scheduling_delay_s)
         started = time.monotonic()
         before = self._counters()
         try:
-            results = self.run_outputs(plan)
-            self.commit_sinks(batch_time, results)
-            self.journal_completed(batch_time, results, skipped_offsets(before, self._counters()))
-            self.checkpoints.after_completed(batch_time)
+            results = self._run_to_completed(plan, steps, before)
         except BaseException as error:
+            self._forget_timestamps()
             self.observer.batch_failed(batch_time, error)
             raise
         finally:
             self.ctx.forget(batch_time)
-        self.acknowledge(plan)
+        with steps.step("acknowledge"):
+            self.acknowledge(plan)
         after = self._counters()
+        self._forget_timestamps()
         outcome = BatchOutcome(
             plan=plan,
             outputs=tuple(results),
             processing_s=time.monotonic() - started,
             replayed=replayed,
             counters={k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)},
+            steps=steps.seconds,
         )
         self.observer.batch_finished(outcome)
         return outcome
 
+    def _run_to_completed(
+        self, plan: BatchPlan, steps: StepTimer, before: Counts
+    ) -> list[OutputResult]:
+        """Steps 3 to 5 (and 7), each timed."""
+        with steps.step("run_outputs"):
+            results = self.run_outputs(plan)
+        with steps.step("commit_sinks"):
+            results = self.commit_sinks(plan.batch_time, results)
+        with steps.step("journal_completed"):
+            skipped = skipped_offsets(before, self._counters())
+            self.journal_completed(plan.batch_time, results, skipped)
+        with steps.step("checkpoint"):
+            self.checkpoints.after_completed(plan.batch_time)
+        return results
+
     def _counters(self) -> Counts:
         counters = self.ctx.input_counters
         return dict(counters.value) if counters is not None else {}
+
+    def _forget_timestamps(self) -> None:
+        """Record timestamps describe one batch (`service.graph.counters.EarliestTimestamp`):
+        take them out of the running totals once the batch has been reported."""
+        counters = self.ctx.input_counters
+        if counters is not None:
+            counters.value = {k: v for k, v in counters.value.items() if not is_timestamp(k)}
 
 
 def skipped_offsets(before: Counts, after: Counts) -> tuple[OffsetRange, ...]:

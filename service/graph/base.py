@@ -12,7 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from service.graph.counters import Counts, total_decode_errors, total_records
+from service.graph.counters import Counts, record_timestamps, total_decode_errors, total_records
+from service.graph.jobs import SparkJob
 from service.graph.placement import OutputPlacement
 from service.graph.plan import BatchPlan
 from sinks.base import Sink
@@ -32,6 +33,14 @@ class OutputResult:
     seconds: float = 0.0
     opened_clients: int = 0
     """Partitions whose write had to set up a sink client first (e.g. a Kafka producer)."""
+    jobs: tuple[SparkJob, ...] = ()
+    """The Spark jobs the output ran (see `service.graph.jobs`)."""
+    write_seconds: float = 0.0
+    """The slowest task's time inside `sink.write`, not counting computing the rows it wrote."""
+    commit_seconds: float = 0.0
+    """The driver's `sink.commit` (set by the lifecycle once it has committed)."""
+    committed_at: float | None = None
+    """Wall-clock time (s since the Unix epoch) of the commit: where end-to-end latency ends."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +52,13 @@ class BatchOutcome:
     processing_s: float
     replayed: bool
     counters: Counts = field(default_factory=dict)
+    steps: dict[str, float] = field(default_factory=dict)
+    """Seconds per lifecycle step, in order (plan, journal_planned, run_outputs, ...)."""
+
+    @property
+    def record_timestamps(self) -> tuple[int, int] | None:
+        """(earliest, latest) Kafka record timestamp in ms the batch read, if any."""
+        return record_timestamps(self.counters)
 
     @property
     def input_records(self) -> int:

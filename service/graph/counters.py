@@ -50,7 +50,31 @@ class SkippedOffsets:
         return self.until_offset - self.from_offset
 
 
-CounterKey: TypeAlias = InputRecords | DecodeErrors | SkippedOffsets
+@dataclass(frozen=True)
+class EarliestTimestamp:
+    """Key: the earliest Kafka record timestamp (ms) read from one partition; combined by min.
+
+    With `LatestTimestamp`, what end-to-end latency is measured from. Reads report the first and
+    last record of each fetch, which is exact for producer-stamped (CreateTime) partitions whose
+    timestamps grow with the offset and a close bound otherwise. The lifecycle takes these keys
+    out of the accumulator after each batch (`take_timestamps`), so they describe one batch.
+    """
+
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True)
+class LatestTimestamp:
+    """Key: the latest Kafka record timestamp (ms) read from one partition; combined by max."""
+
+    topic: str
+    partition: int
+
+
+CounterKey: TypeAlias = (
+    InputRecords | DecodeErrors | SkippedOffsets | EarliestTimestamp | LatestTimestamp
+)
 Counts: TypeAlias = dict[CounterKey, int]
 
 
@@ -73,7 +97,35 @@ def skipped_runs(counts: Mapping[CounterKey, int]) -> list[SkippedOffsets]:
 
 
 def add_count(counts: Counts, key: CounterKey, n: int) -> None:
-    counts[key] = counts.get(key, 0) + n
+    """Adds `n` under `key`; timestamps keep the earliest or latest instead (so a range read by
+    two jobs, or by a retried task, reports the same bounds as one read)."""
+    if key not in counts:
+        counts[key] = n
+    elif isinstance(key, EarliestTimestamp):
+        counts[key] = min(counts[key], n)
+    elif isinstance(key, LatestTimestamp):
+        counts[key] = max(counts[key], n)
+    else:
+        counts[key] += n
+
+
+def record_timestamps(counts: Mapping[CounterKey, int]) -> tuple[int, int] | None:
+    """(earliest, latest) record timestamp in ms over every partition, None without any.
+
+    >>> record_timestamps({EarliestTimestamp("t", 0): 5, LatestTimestamp("t", 0): 9,
+    ...                    EarliestTimestamp("t", 1): 3, InputRecords("t", 0): 2})
+    (3, 9)
+    """
+    earliest = [n for key, n in counts.items() if isinstance(key, EarliestTimestamp)]
+    latest = [n for key, n in counts.items() if isinstance(key, LatestTimestamp)]
+    if not earliest and not latest:
+        return None
+    return min(earliest or latest), max(latest or earliest)
+
+
+def is_timestamp(key: CounterKey) -> bool:
+    """Timestamp keys describe one batch; every other key is a running total."""
+    return isinstance(key, EarliestTimestamp | LatestTimestamp)
 
 
 class CountersParam:

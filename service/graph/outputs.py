@@ -17,6 +17,7 @@ from functools import partial
 from typing import Any
 
 from service.graph.base import RDD, BatchFunction, BatchStream, OutputResult
+from service.graph.jobs import job_group, jobs_of_group, start_job_group
 from service.graph.placement import OutputPlacement
 from service.graph.plan import BatchPlan
 from sinks.base import BatchKey, Sink
@@ -28,8 +29,9 @@ log = logging.getLogger(__name__)
 
 # The output that carries a source's undecodable records is named `<source><suffix>`.
 DEAD_LETTER_SUFFIX = ".dead-letters"
-# What a task tells the driver of its write: partition, rows, skipped, opened a client, attempt.
-Report = tuple[int, int, bool, bool, int]
+# What a task tells the driver of its write: partition, rows, skipped, opened a client, attempt,
+# and the seconds spent inside `sink.write` (computing the rows it pulled not counted).
+Report = tuple[int, int, bool, bool, int, float]
 
 
 class SinkOutput:
@@ -58,22 +60,30 @@ class SinkOutput:
         started = time.monotonic()
         batch_time = plan.batch_time
         rdd = self.stream.rdd_at(plan)
+        group = job_group(app, batch_time, self.name)
+        start_job_group(rdd.context, group)
         if self.sink.writes_on_driver:
             reports = self._write_on_driver(rdd, app, batch_time)
         else:
             write = partial(write_partition, self.sink, app, self.name, batch_time)
             reports = self.placement.pinned(rdd.mapPartitionsWithIndex(write)).collect()
-        rows = sum(report[1] for report in reports)
-        skipped = sum(1 for report in reports if report[2])
-        opened = sum(1 for report in reports if report[3])
-        self._log_later_attempts(batch_time, reports)
         seconds = time.monotonic() - started
-        return OutputResult(self.name, len(reports), rows, skipped, seconds, opened)
+        self._log_later_attempts(batch_time, reports)
+        return OutputResult(
+            self.name,
+            len(reports),
+            rows=sum(report[1] for report in reports),
+            skipped_partitions=sum(1 for report in reports if report[2]),
+            seconds=seconds,
+            opened_clients=sum(1 for report in reports if report[3]),
+            jobs=jobs_of_group(rdd.context, group),
+            write_seconds=max((report[5] for report in reports), default=0.0),
+        )
 
     def _log_later_attempts(self, batch_time: int, reports: list[Report]) -> None:
         """Says which partitions a retry or a speculative copy wrote: worth seeing, and proof
         that the other attempts collapsed into it."""
-        for partition, _, was_skipped, _, attempt in reports:
+        for partition, _, was_skipped, _, attempt, _ in reports:
             if attempt > 0:
                 log.info(
                     "output %s batch %d: partition %d was written by attempt %d (a retry or a "
@@ -96,8 +106,10 @@ class SinkOutput:
         parts = rdd.mapPartitionsWithIndex(collect_partition).collect()
         reports = []
         for index, rows in parts:
+            started = time.monotonic()
             result = self.sink.write(BatchKey(app, self.name, batch_time, index), rows)
-            reports.append((index, result.rows, result.skipped, result.opened_client, 0))
+            seconds = time.monotonic() - started
+            reports.append((index, result.rows, result.skipped, result.opened_client, 0, seconds))
         return reports
 
 
@@ -152,10 +164,37 @@ def write_partition(
     attempt = task_attempt()
     faults.straggle_point("task-before-write", index, attempt)
     faults.crash_point("task-before-write")
-    result = sink.write(BatchKey(app, output, batch_time, index), rows)
+    timed = PullTimer(rows)
+    started = time.monotonic()
+    result = sink.write(BatchKey(app, output, batch_time, index), timed)
+    write_seconds = max(0.0, time.monotonic() - started - timed.seconds)
     faults.crash_point("task-after-write")
     faults.straggle_point("task-after-write", index, attempt)
-    yield (index, result.rows, result.skipped, result.opened_client, attempt)
+    yield (index, result.rows, result.skipped, result.opened_client, attempt, write_seconds)
+
+
+class PullTimer:
+    """Iterates `rows` and adds up the time spent computing them, so that a task can tell its
+    sink's own time from the upstream computation Spark pipelines into the same loop.
+
+    >>> timer = PullTimer(iter([1, 2]))
+    >>> list(timer), timer.seconds >= 0
+    ([1, 2], True)
+    """
+
+    def __init__(self, rows: Iterable[Any]) -> None:
+        self._rows = iter(rows)
+        self.seconds = 0.0
+
+    def __iter__(self) -> Iterator[Any]:
+        return self
+
+    def __next__(self) -> Any:
+        started = time.monotonic()
+        try:
+            return next(self._rows)
+        finally:
+            self.seconds += time.monotonic() - started
 
 
 def task_attempt() -> int:

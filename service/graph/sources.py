@@ -16,7 +16,15 @@ from connectors.offsets import OffsetRange
 from connectors.reader import ReadPolicy
 from service.errors import DataLoss, JournalCorrupt
 from service.graph.base import RDD, GraphContext
-from service.graph.counters import Counts, DecodeErrors, InputRecords, SkippedOffsets, add_count
+from service.graph.counters import (
+    Counts,
+    DecodeErrors,
+    EarliestTimestamp,
+    InputRecords,
+    LatestTimestamp,
+    SkippedOffsets,
+    add_count,
+)
 from service.graph.dstream import DStream
 from service.graph.plan import BatchPlan, SourcePlan
 
@@ -282,7 +290,11 @@ def read_partition(
         run = SkippedOffsets(lost.topic, lost.partition, lost.from_offset, lost.until_offset)
         counts[run] = 1
 
-    read_policy = replace(policy, on_lost=note_lost)
+    def note_timestamps(r: OffsetRange, earliest: int, latest: int) -> None:
+        add_count(counts, EarliestTimestamp(r.topic, r.partition), earliest)
+        add_count(counts, LatestTimestamp(r.topic, r.partition), latest)
+
+    read_policy = replace(policy, on_lost=note_lost, on_timestamps=note_timestamps)
     for r in (r for batch in slices for r in batch):
         records = failures = 0
         for record in read_range(conf, r, codec, values_only=values_only, policy=read_policy):

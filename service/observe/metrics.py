@@ -33,6 +33,22 @@ BATCH_OUTCOMES = ("completed", "failed")
 DURATION_BUCKETS = (
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
 )  # fmt: skip
+# Batch steps: from a sub-millisecond plan to a Spark job of seconds.
+STEP_BUCKETS = (
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0,
+    30.0, 60.0,
+)  # fmt: skip
+# End-to-end latency is a few batch intervals when healthy: fine steps around 0.5-5 s.
+LATENCY_BUCKETS = (
+    0.1, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 7.5, 10.0, 20.0, 30.0, 60.0,
+    120.0, 300.0, 600.0,
+)  # fmt: skip
+# The parts of a batch `dstreams_batch_step_seconds` is labelled with: the lifecycle's steps
+# (service/driver/lifecycle.py), each Spark job of an output, and the slowest task's sink write.
+BATCH_STEPS = (
+    "plan", "journal_planned", "run_outputs", "spark_job", "sink_write", "commit_sinks",
+    "sink_commit", "journal_completed", "checkpoint", "acknowledge",
+)  # fmt: skip
 # A journal append is one fsync or one acks=all produce: milliseconds, seconds when unhealthy.
 JOURNAL_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0)
 
@@ -64,6 +80,7 @@ class Metrics:
         if process_metrics:
             add_process_collectors(self.registry)
         self._declare_batch_metrics()
+        self._declare_breakdown_metrics()
         self._declare_record_metrics()
         self._declare_delivery_metrics()
         self._declare_sink_client_metrics()
@@ -99,6 +116,26 @@ class Metrics:
         self._last_completed = Gauge(
             "dstreams_last_completed_batch_timestamp_seconds",
             "Batch time of the latest completed batch, in seconds since the Unix epoch.",
+            registry=r,
+        )
+
+    def _declare_breakdown_metrics(self) -> None:
+        r = self.registry
+        self._steps = Histogram(
+            "dstreams_batch_step_seconds",
+            "Time a batch spent in one step: lifecycle steps, each Spark job of an output "
+            "(spark_job), the slowest task's sink write (sink_write), each output's commit "
+            "(sink_commit).",
+            ["step"],
+            buckets=STEP_BUCKETS,
+            registry=r,
+        )
+        self._end_to_end = Histogram(
+            "dstreams_end_to_end_latency_seconds",
+            "From the Kafka timestamp of a batch's earliest record to the output's sink commit "
+            "(the batch's oldest record), by output.",
+            ["output"],
+            buckets=LATENCY_BUCKETS,
             registry=r,
         )
 
@@ -216,6 +253,17 @@ class Metrics:
         self._scheduling_delay.observe(scheduling_delay_s)
         if outcome == "completed" and batch_time_ms is not None:
             self._last_completed.set(batch_time_ms / 1000)
+
+    def batch_step(self, step: str, seconds: float) -> None:
+        """One batch spent `seconds` in `step` (one of BATCH_STEPS)."""
+        if step not in BATCH_STEPS:
+            msg = f"batch step {step!r} is not one of {', '.join(BATCH_STEPS)}"
+            raise ValueError(msg)
+        self._steps.labels(step).observe(seconds)
+
+    def end_to_end_latency(self, output: str, seconds: float) -> None:
+        """A batch's oldest record reached `output`'s commit `seconds` after its timestamp."""
+        self._end_to_end.labels(output).observe(max(0.0, seconds))
 
     def set_last_completed_batch(self, batch_time_ms: int) -> None:
         """E.g. after recovery, from the journal's last `completed` record."""

@@ -10,10 +10,10 @@ import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from service.config.settings import BackpressureSettings, Settings
-from service.graph.base import BatchOutcome
+from service.graph.base import BatchOutcome, OutputResult
 from service.graph.counters import DecodeErrors, InputRecords, skipped_runs
 from service.graph.outputs import DEAD_LETTER_SUFFIX
 from service.graph.plan import BatchPlan
@@ -138,6 +138,7 @@ class Observer:
         self.board.batch_finished(
             batch_time, outcome.input_records, outputs, outcome.processing_s, kind
         )
+        self.board.batch_breakdown(batch_time, batch_breakdown(outcome))
         self.board.heartbeat()
         if self.rate is not None:
             partitions = sum(1 for r in outcome.plan.ranges if r.count)
@@ -188,6 +189,7 @@ class Observer:
             if result.skipped_partitions:
                 m.add_duplicate_writes_suppressed(result.name, result.skipped_partitions)
         self._record_lost(outcome)
+        self._record_breakdown(outcome)
         if self.lag_source is not None:
             try:
                 lags = self.lag_source()
@@ -196,6 +198,22 @@ class Observer:
                 lags = {}
             for (topic, partition), lag in lags.items():
                 m.set_consumer_lag(topic, partition, lag)
+
+    def _record_breakdown(self, outcome: BatchOutcome) -> None:
+        """`dstreams_batch_step_seconds` per step, `dstreams_end_to_end_latency_seconds` per
+        output (from the batch's earliest record, so the oldest record's latency)."""
+        m = self.metrics
+        for step, seconds in outcome.steps.items():
+            m.batch_step(step, seconds)
+        stamps = outcome.record_timestamps
+        for result in outcome.outputs:
+            for job in result.jobs:
+                m.batch_step("spark_job", job.seconds)
+            if result.partitions:
+                m.batch_step("sink_write", result.write_seconds)
+                m.batch_step("sink_commit", result.commit_seconds)
+            if stamps is not None and result.committed_at is not None and result.rows:
+                m.end_to_end_latency(result.name, result.committed_at - stamps[0] / 1000)
 
     def _record_lost(self, outcome: BatchOutcome) -> None:
         """`dstreams_lost_offsets_total`: offsets skipped when planning (the planner's running
@@ -208,6 +226,35 @@ class Observer:
             if grown > 0:
                 self.metrics.add_lost_offsets(topic, partition, grown)
             self._lost_seen[(topic, partition)] = total
+
+
+def batch_breakdown(outcome: BatchOutcome) -> dict[str, Any]:
+    """Where a batch's time went, for `/status` and the status page's timeline: seconds per
+    lifecycle step, and per output its Spark jobs, slowest sink write, commit and end-to-end
+    latency (from the latest and the earliest record timestamp to the commit)."""
+    stamps = outcome.record_timestamps
+    return {
+        "steps": {step: round(seconds, 4) for step, seconds in outcome.steps.items()},
+        "outputs": {result.name: _output_breakdown(result, stamps) for result in outcome.outputs},
+    }
+
+
+def _output_breakdown(result: OutputResult, stamps: tuple[int, int] | None) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "seconds": round(result.seconds, 4),
+        "jobs": [job.to_json() for job in result.jobs],
+        "write_s": round(result.write_seconds, 4),
+        "commit_s": round(result.commit_seconds, 4),
+        "opened_clients": result.opened_clients,
+        "end_to_end_s": None,
+    }
+    if stamps is not None and result.committed_at is not None and result.rows:
+        earliest, latest = stamps
+        entry["end_to_end_s"] = {
+            "min": round(result.committed_at - latest / 1000, 4),
+            "max": round(result.committed_at - earliest / 1000, 4),
+        }
+    return entry
 
 
 def make_observer(

@@ -32,6 +32,7 @@ class _Batch:
     outputs: dict[str, int] = field(default_factory=dict)
     processing_s: float | None = None
     outcome: str = RUNNING
+    breakdown: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -44,7 +45,21 @@ class _Batch:
             "processing_s": self.processing_s,
             "scheduling_delay_s": self.scheduling_delay_s,
             "outcome": self.outcome,
+            "breakdown": self.breakdown,
+            "end_to_end_s": _end_to_end_bounds(self.breakdown),
         }
+
+
+def _end_to_end_bounds(breakdown: dict[str, Any] | None) -> dict[str, float] | None:
+    """The batch's least and greatest end-to-end latency over its outputs, if measured."""
+    spans = [
+        output["end_to_end_s"]
+        for output in (breakdown or {}).get("outputs", {}).values()
+        if output.get("end_to_end_s")
+    ]
+    if not spans:
+        return None
+    return {"min": min(s["min"] for s in spans), "max": max(s["max"] for s in spans)}
 
 
 class StatusBoard:
@@ -110,6 +125,12 @@ class StatusBoard:
             if outcome in ("completed", "failed"):
                 self._totals[outcome] += 1
             self._totals["records_in"] += records_in
+
+    def batch_breakdown(self, batch_time: int, breakdown: Mapping[str, Any]) -> None:
+        """Where batch `batch_time`'s time went: `{"steps": {step: s}, "outputs": {name: {...}}}`
+        as `service.observe.observer.batch_breakdown` builds it (JSON-able values only)."""
+        with self._lock:
+            self._row(batch_time).breakdown = dict(breakdown)
 
     def checkpoint_written(self, batch_time: int, seconds: float, size: int) -> None:
         """A checkpoint of `batch_time` was journaled; shown on the status page's timelines."""

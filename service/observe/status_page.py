@@ -1,8 +1,9 @@
 """The status page served at `/`: one self-contained HTML document (inline CSS, JS and SVG).
 
 It polls `status` (relative, so it also works behind a path prefix or `kubectl proxy`) and draws
-the recent batches' input rate, processing time and scheduling delay as timelines, like Spark's
-Streaming tab. It loads nothing else, so it renders without network access; the server sends a
+the recent batches' input rate, processing time, where each batch's time went (stacked by
+lifecycle step), end-to-end latency and scheduling delay as timelines, like Spark's Streaming tab.
+It loads nothing else, so it renders without network access; the server sends a
 Content-Security-Policy that forbids any other origin.
 """
 
@@ -37,6 +38,8 @@ PAGE = """<!doctype html>
   table { border-collapse: collapse; width: 100%; margin-top: .5em; background: #fff; }
   th, td { text-align: right; padding: .25em .6em; border-bottom: 1px solid #eaeef2; }
   th:first-child, td:first-child, td.outcome { text-align: left; }
+  .legend span { margin-right: 1em; font-size: 12px; }
+  .legend i { display: inline-block; width: .8em; height: .8em; margin-right: .3em; }
 </style>
 </head>
 <body>
@@ -46,12 +49,18 @@ PAGE = """<!doctype html>
 <svg class="chart" id="rate" viewBox="0 0 940 170" preserveAspectRatio="none"></svg>
 <h2>Processing time <small>seconds; dashed: batch interval</small></h2>
 <svg class="chart" id="processing" viewBox="0 0 940 170" preserveAspectRatio="none"></svg>
+<h2>Batch breakdown <small>seconds per step, stacked; hover a bar for its Spark jobs</small></h2>
+<svg class="chart" id="breakdown" viewBox="0 0 940 170" preserveAspectRatio="none"></svg>
+<div class="legend" id="legend"></div>
+<h2>End-to-end latency <small>seconds from record timestamp to sink commit: oldest record
+  (solid), newest (thin)</small></h2>
+<svg class="chart" id="latency" viewBox="0 0 940 170" preserveAspectRatio="none"></svg>
 <h2>Scheduling delay <small>seconds</small></h2>
 <svg class="chart" id="delay" viewBox="0 0 940 170" preserveAspectRatio="none"></svg>
 <h2>Recent batches <small>newest first; times UTC</small></h2>
 <table>
   <thead><tr><th>batch time</th><th>ranges</th><th>records</th><th>rate/s</th>
-    <th>processing s</th><th>delay s</th><th>outcome</th></tr></thead>
+    <th>processing s</th><th>delay s</th><th>end-to-end s</th><th>outcome</th></tr></thead>
   <tbody id="rows"></tbody>
 </table>
 <p class="muted" id="updated">loading…</p>
@@ -72,11 +81,13 @@ function num(value, digits) {
   return value === null || value === undefined ? "–" : value.toFixed(digits);
 }
 
-function draw(id, batches, valueOf, color, limit) {
+function draw(id, batches, valueOf, color, limit, thinValueOf) {
   const svg = document.getElementById(id);
   svg.replaceChildren();
-  const points = batches.map(b => [b.batch_time, valueOf(b)]).filter(p => p[1] !== null);
-  const top = Math.max(limit || 0, ...points.map(p => p[1]), 1e-9) * 1.15;
+  const series = f => batches.map(b => [b.batch_time, f(b)]).filter(p => p[1] !== null);
+  const points = series(valueOf);
+  const thin = thinValueOf ? series(thinValueOf) : [];
+  const top = Math.max(limit || 0, ...points.map(p => p[1]), ...thin.map(p => p[1]), 1e-9) * 1.15;
   const t0 = batches.length ? batches[0].batch_time : 0;
   const t1 = batches.length ? batches[batches.length - 1].batch_time : 1;
   const x = t => LEFT + (W - LEFT - RIGHT) * (t1 > t0 ? (t - t0) / (t1 - t0) : 0.5);
@@ -99,14 +110,62 @@ function draw(id, batches, valueOf, color, limit) {
     svg.append(svgEl("line", mark, "checkpoint of batch " + c.batch_time));
   }
   if (!points.length) return;
-  const path = points.map(p => x(p[0]).toFixed(1) + "," + y(p[1]).toFixed(1)).join(" ");
-  svg.append(svgEl("polyline", {points: path, fill: "none", stroke: color, "stroke-width": 2}));
+  const path = ps => ps.map(p => x(p[0]).toFixed(1) + "," + y(p[1]).toFixed(1)).join(" ");
+  svg.append(svgEl("polyline", {points: path(points), fill: "none", stroke: color,
+                                "stroke-width": 2}));
+  if (thin.length) {
+    svg.append(svgEl("polyline", {points: path(thin), fill: "none", stroke: color,
+                                  "stroke-width": 1}));
+  }
   for (const b of batches) {
     const v = valueOf(b);
     if (v === null || b.outcome === "completed") continue;
     const fill = b.outcome === "running" ? "#9a6700" : "#cf222e";
     svg.append(svgEl("circle", {cx: x(b.batch_time), cy: y(v), r: 4, fill: fill}));
   }
+}
+
+const STEPS = {plan: "#57606a", journal_planned: "#bf8700", run_outputs: "#8250df",
+  commit_sinks: "#0969da", journal_completed: "#1a7f37", checkpoint: "#6e7781",
+  acknowledge: "#bc4c00"};
+
+function jobsOf(b) {
+  const outputs = (b.breakdown || {}).outputs || {};
+  return Object.entries(outputs).map(([name, o]) => name + ": " + o.jobs.map(
+    j => "job " + j.job_id + " " + num(j.seconds, 3) + " s (" + j.stages + " stages, " + j.tasks
+      + " tasks)").join(", ") + "; write " + num(o.write_s, 3) + " s, commit "
+      + num(o.commit_s, 3) + " s").join("\\n");
+}
+
+function drawBreakdown(batches, interval) {
+  const svg = document.getElementById("breakdown");
+  svg.replaceChildren();
+  const done = batches.filter(b => b.breakdown);
+  const total = b => Object.values(b.breakdown.steps).reduce((s, v) => s + v, 0);
+  const top = Math.max(interval, ...done.map(total), 1e-9) * 1.15;
+  const y = v => (H - TOP - BOTTOM) * v / top;
+  const width = (W - LEFT - RIGHT) / Math.max(done.length, 1);
+  svg.append(svgEl("text", {class: "label", x: 4, y: TOP + 10}, num(top / 1.15, 2)));
+  done.forEach((b, i) => {
+    let base = H - BOTTOM;
+    for (const [step, seconds] of Object.entries(b.breakdown.steps)) {
+      const height = y(seconds);
+      base -= height;
+      const bar = {x: LEFT + i * width, y: base, width: Math.max(width - 1, 1), height: height,
+                   fill: STEPS[step] || "#999"};
+      const text = clock(b.batch_time) + " " + step + " " + num(seconds, 3) + " s\\n" + jobsOf(b);
+      const rect = svgEl("rect", bar);
+      rect.append(svgEl("title", {}, text));
+      svg.append(rect);
+    }
+  });
+  document.getElementById("legend").replaceChildren(...Object.entries(STEPS).map(([step, c]) => {
+    const span = document.createElement("span");
+    const swatch = document.createElement("i");
+    swatch.style.background = c;
+    span.append(swatch, step);
+    return span;
+  }));
 }
 
 function card(label, value, cls) {
@@ -144,6 +203,10 @@ function render(status) {
     card("avg processing", num(avg(b => b.processing_s), 3) + " s"));
   draw("rate", batches, rate, "#0969da");
   draw("processing", batches, b => b.processing_s, "#8250df", interval);
+  drawBreakdown(batches, interval);
+  const newest = b => b.end_to_end_s ? b.end_to_end_s.min : null;
+  draw("latency", batches, b => b.end_to_end_s ? b.end_to_end_s.max : null, "#cf222e", interval,
+       newest);
   draw("delay", batches, b => b.scheduling_delay_s, "#bc4c00");
   const rows = document.getElementById("rows");
   rows.replaceChildren();
@@ -157,6 +220,9 @@ function render(status) {
     cell(row, num(rate(b), 1));
     cell(row, num(b.processing_s, 3));
     cell(row, num(b.scheduling_delay_s, 3));
+    const e2e = b.end_to_end_s;
+    cell(row, e2e ? num(e2e.min, 2) + "–" + num(e2e.max, 2) : "–");
+    if (b.breakdown) row.title += "\\n" + jobsOf(b);
     const look = b.outcome === "completed" ? "ok" : b.outcome === "running" ? "wait" : "bad";
     cell(row, b.outcome, "outcome " + look);
   }

@@ -380,3 +380,28 @@ def _commit(bootstrap: str, group: str, topic: str, partition: int, offset: int)
         consumer.commit(offsets=[TopicPartition(topic, partition, offset)], asynchronous=False)
     finally:
         consumer.close()
+
+
+def test_a_read_reports_its_earliest_and_latest_record_timestamps(
+    kafka_bootstrap: str, make_topic: MakeTopic, unique_name: str
+) -> None:
+    topic = make_topic(kafka_bootstrap, unique_name)
+    stamps = [1_700_000_000_000 + 10 * i for i in range(30)]
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    for i, stamp in enumerate(stamps):
+        producer.produce(topic, b"v%d" % i, partition=0, timestamp=stamp)
+    assert producer.flush(30) == 0
+    seen: list[tuple[OffsetRange, int, int]] = []
+    policy = ReadPolicy(on_timestamps=lambda r, first, last: seen.append((r, first, last)))
+    wanted = OffsetRange(topic, 0, 5, 25)
+
+    records = list(
+        read_range(conf(kafka_bootstrap), wanted, "bytes", values_only=True, policy=policy)
+    )
+
+    assert len(records) == 20
+    # Records before the range may be fetched with it, but only the range's own bound the
+    # latest; the earliest is at most the range's first record's timestamp.
+    ((r, first, last),) = seen
+    assert r == wanted
+    assert first <= stamps[5] and stamps[24] <= last <= stamps[-1]

@@ -313,6 +313,29 @@ def test_metric_values_agree_with_what_the_run_did(run: Run) -> None:
     assert counted == Counter(w for ls in run.lines.values() for line in ls for w in words_of(line))
 
 
+def test_status_breaks_each_batch_down_and_measures_end_to_end_latency(run: Run) -> None:
+    status = run.service.status() or {}
+    read = [b for b in status["batches"] if b["outcome"] == "completed" and b["records_in"]]
+    assert read, status["batches"]
+    for batch in read:
+        breakdown = batch["breakdown"]
+        assert list(breakdown["steps"])[:3] == ["plan", "journal_planned", "run_outputs"]
+        counts = breakdown["outputs"]["counts"]
+        assert counts["jobs"] and all(job["tasks"] >= 1 for job in counts["jobs"])
+        assert breakdown["steps"]["run_outputs"] <= batch["processing_s"]
+        # The records were produced before the batch that read them committed.
+        latency = batch["end_to_end_s"]
+        assert 0 <= latency["min"] <= latency["max"]
+    found = metric_samples(run)
+    steps = {labels["step"] for labels, _ in found["dstreams_batch_step_seconds_count"]}
+    assert {"plan", "journal_planned", "spark_job", "sink_write", "sink_commit"} <= steps
+    latency_counts = {
+        labels["output"]: value
+        for labels, value in found["dstreams_end_to_end_latency_seconds_count"]
+    }
+    assert latency_counts["counts"] == sum(1 for b in read if b["outputs"].get("counts"))
+
+
 # --- a real Prometheus -----------------------------------------------------------------------
 
 
@@ -456,6 +479,9 @@ def test_status_page_draws_the_timeline_in_headless_chromium(run: Run, tmp_path:
     # The input-rate line leaves the zero axis where the produced lines were read.
     rate = polyline_points(dom, "rate")
     assert len({y for _, y in rate}) > 1
+    assert polyline_points(dom, "latency")  # end-to-end latency of the batches that read
+    breakdown = re.search(r'<svg[^>]*id="breakdown"[^>]*>(.*?)</svg>', dom, re.DOTALL)
+    assert breakdown and "<rect" in breakdown.group(1)  # stacked steps per batch
     assert dom.count('class="outcome ok">completed</td>') >= 1
     assert "wordcount-http" in dom
 

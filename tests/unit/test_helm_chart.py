@@ -101,7 +101,12 @@ def render(helm: str, tmp_path: Path) -> Render:
 
 
 def _one(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
-    found = [doc for doc in docs if doc["kind"] == kind]
+    """The one document of `kind`; the Grafana dashboard's ConfigMap is not the config's."""
+    found = [
+        doc
+        for doc in docs
+        if doc["kind"] == kind and not doc["metadata"]["name"].endswith("-dashboard")
+    ]
     assert len(found) == 1, f"expected one {kind}, found {len(found)}"
     return found[0]
 
@@ -166,6 +171,7 @@ FULL: dict[str, Any] = {
         "podAnnotations": False,
         "serviceMonitor": {"enabled": True, "labels": {"release": "prom"}},
         "prometheusRule": {"enabled": True},
+        "grafanaDashboard": {"enabled": True, "annotations": {"grafana_folder": "Streaming"}},
     },
 }
 
@@ -526,6 +532,56 @@ def test_prometheus_rules_use_the_service_metric_names(full: list[dict[str, Any]
             family = re.sub(r"_(sum|count|bucket)$", "", metric)
             assert family in exposed, f"{rule['alert']} uses {metric}, which dstreams lacks"
     assert "{{ $labels.pod }}" in rules["DStreamsConsumerLagHigh"]["annotations"]["description"]
+
+
+def exported_series() -> set[str]:
+    """Every series name the service's registry can expose, from the registry itself: a
+    counter's `_total`, a histogram's `_bucket`, `_sum` and `_count`, a gauge's own name."""
+    suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count")}
+    return {
+        family.name + suffix
+        for family in Metrics().registry.collect()
+        for suffix in suffixes.get(family.type, ("",))
+    }
+
+
+def _dashboard(docs: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    (config_map,) = [
+        doc
+        for doc in docs
+        if doc["kind"] == "ConfigMap" and doc["metadata"]["name"].endswith("-dashboard")
+    ]
+    return config_map, json.loads(config_map["data"]["dstreams.json"])
+
+
+def test_grafana_dashboard_is_off_by_default(defaults: list[dict[str, Any]]) -> None:
+    names = [doc["metadata"]["name"] for doc in defaults if doc["kind"] == "ConfigMap"]
+    assert not [name for name in names if name.endswith("-dashboard")]
+
+
+def test_grafana_dashboard_is_a_configmap_for_the_sidecar(full: list[dict[str, Any]]) -> None:
+    config_map, dashboard = _dashboard(full)
+    assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert config_map["metadata"]["annotations"] == {"grafana_folder": "Streaming"}
+    titles = " | ".join(panel["title"].lower() for panel in dashboard["panels"])
+    for topic in ("throughput", "end-to-end latency", "batch breakdown", "lag", "recovery"):
+        assert topic in titles, f"no {topic} panel in: {titles}"
+    assert "state size" in titles
+
+
+def test_every_dashboard_query_names_a_metric_the_service_exports(
+    full: list[dict[str, Any]],
+) -> None:
+    exported = exported_series()
+    assert "dstreams_end_to_end_latency_seconds_bucket" in exported
+    _, dashboard = _dashboard(full)
+    for panel in dashboard["panels"]:
+        assert panel["targets"], f"panel {panel['title']!r} queries nothing"
+        for target in panel["targets"]:
+            names = re.findall(r"\bdstreams_[a-z_]+", target["expr"])
+            assert names, f"{panel['title']!r}: {target['expr']}"
+            for name in names:
+                assert name in exported, f"{panel['title']!r} uses {name}, which dstreams lacks"
 
 
 def _minutes(values: Callable[[int], float], count: int) -> str:

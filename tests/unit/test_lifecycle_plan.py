@@ -133,3 +133,23 @@ def test_a_replay_runs_the_given_plan_and_plans_nothing() -> None:
     assert r.journal.planned == []
     assert r.journal.completed == [4000]
     assert r.acknowledged == [plan]
+
+
+def test_every_step_of_a_new_batch_is_timed_in_order_and_commits_are_stamped() -> None:
+    r = rig()
+    outcome = r.batches.run_new(10_000)
+    assert list(outcome.steps) == [
+        "plan",
+        "journal_planned",
+        "run_outputs",
+        "commit_sinks",
+        "journal_completed",
+        "checkpoint",
+        "acknowledge",
+    ]
+    assert all(seconds >= 0 for seconds in outcome.steps.values())
+    (result,) = outcome.outputs
+    assert result.committed_at is not None and result.commit_seconds >= 0
+    # A replay plans and journals nothing, so it has no such steps.
+    replayed = r.batches.replay(outcome.plan)
+    assert "plan" not in replayed.steps and "run_outputs" in replayed.steps

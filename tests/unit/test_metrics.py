@@ -13,6 +13,8 @@ EXPECTED = {
     "dstreams_batches": "counter",
     "dstreams_batch_processing_seconds": "histogram",
     "dstreams_batch_scheduling_delay_seconds": "histogram",
+    "dstreams_batch_step_seconds": "histogram",
+    "dstreams_end_to_end_latency_seconds": "histogram",
     "dstreams_last_completed_batch_timestamp_seconds": "gauge",
     "dstreams_input_records": "counter",
     "dstreams_output_records": "counter",
@@ -58,6 +60,10 @@ def exercise(metrics: Metrics) -> None:
     metrics.set_topic_under_replicated("words", "input", True)
     metrics.state.checkpoint_written(0.5, 4096, 1_700_000_002.0, {"s3": {"keys": 12, "bytes": 90}})
     metrics.state.recomputed(3)
+    metrics.batch_step("spark_job", 0.3)
+    metrics.batch_step("spark_job", 0.2)
+    metrics.batch_step("plan", 0.002)
+    metrics.end_to_end_latency("counts", 1.4)
 
 
 def samples(metrics: Metrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -98,6 +104,12 @@ def test_values_follow_the_calls() -> None:
     assert got[("dstreams_sink_clients_opened_total", (("output", "counts"),))] == 1
     assert got[("dstreams_lost_offsets_total", (("partition", "1"), ("topic", "words")))] == 100
     assert got[("dstreams_rate_limit_records_per_second", (("source", "lines"),))] == 250
+    assert got[("dstreams_batch_step_seconds_count", (("step", "spark_job"),))] == 2
+    assert got[("dstreams_batch_step_seconds_sum", (("step", "spark_job"),))] == pytest.approx(0.5)
+    assert got[("dstreams_batch_step_seconds_count", (("step", "plan"),))] == 1
+    e2e = "dstreams_end_to_end_latency_seconds_bucket"
+    assert got[(e2e, (("le", "1.25"), ("output", "counts")))] == 0
+    assert got[(e2e, (("le", "1.5"), ("output", "counts")))] == 1
     assert got[("dstreams_recovery_duration_seconds", ())] == 1.25
     assert got[("dstreams_replayed_batches_total", ())] == 4
     assert got[("dstreams_epoch", ())] == 9
@@ -133,3 +145,8 @@ def test_instances_do_not_share_a_registry() -> None:
     assert samples(first)[("dstreams_epoch", ())] == 1
     assert samples(second)[("dstreams_epoch", ())] == 2
     assert any(name.startswith("process_") for name, _ in samples(first))
+
+
+def test_an_unknown_batch_step_is_refused() -> None:
+    with pytest.raises(ValueError, match="spark_jobs"):
+        Metrics(process_metrics=False).batch_step("spark_jobs", 0.1)

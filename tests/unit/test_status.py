@@ -42,8 +42,24 @@ def test_snapshot_holds_the_streaming_tab_data() -> None:
         "processing_s": 0.42,
         "scheduling_delay_s": 0.05,
         "outcome": "completed",
+        "breakdown": None,
+        "end_to_end_s": None,
     }
     assert second["outcome"] == "running" and second["records_in"] is None
+
+
+def test_breakdown_and_end_to_end_bounds_span_the_outputs() -> None:
+    board = StatusBoard("wordcount", 1000)
+    board.batch_started(2000, [], 0.0)
+    outputs = {
+        "counts": {"jobs": [], "end_to_end_s": {"min": 0.8, "max": 1.6}},
+        "totals": {"jobs": [], "end_to_end_s": {"min": 0.9, "max": 1.9}},
+        "empty": {"jobs": [], "end_to_end_s": None},
+    }
+    board.batch_breakdown(2000, {"steps": {"plan": 0.01}, "outputs": outputs})
+    (batch,) = board.snapshot()["batches"]
+    assert batch["breakdown"]["steps"] == {"plan": 0.01}
+    assert batch["end_to_end_s"] == {"min": 0.8, "max": 1.9}
 
 
 def test_recent_batches_are_bounded_and_oldest_drop_first() -> None:
