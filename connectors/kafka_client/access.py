@@ -67,7 +67,13 @@ class Need:
 
 
 def principal_of(conf: Mapping[str, Any]) -> str:
-    """The principal the brokers will see, as well as the client can tell: `User:<name>`."""
+    """The principal the brokers will see, as well as the client can tell: `User:<name>`.
+
+    >>> principal_of({"security.protocol": "SASL_SSL", "sasl.username": "dstreams"})
+    'User:dstreams'
+    >>> principal_of({"security.protocol": "PLAINTEXT"})
+    'User:ANONYMOUS'
+    """
     username = conf.get("sasl.username")
     if username:
         return f"User:{username}"
@@ -94,7 +100,11 @@ def _certificate_name(path: str) -> str:
 
 
 def is_secured(conf: Mapping[str, Any]) -> bool:
-    """Whether the client authenticates or encrypts (the only clusters with ACLs in practice)."""
+    """Whether the client authenticates or encrypts (the only clusters with ACLs in practice).
+
+    >>> is_secured({"bootstrap.servers": "b:9092"}), is_secured({"security.protocol": "SSL"})
+    (False, True)
+    """
     return str(conf.get("security.protocol", "plaintext")).lower() != "plaintext"
 
 
