@@ -148,10 +148,9 @@ class ClusterSecurity:
         self.broker_keystore.write_text(key.read_text() + certificate.read_text())
         self.broker_keystore.chmod(0o600)
 
-    def make_client_certificate(self, user: str, ca_key: Path | None = None) -> TlsClient:
-        """A client certificate with CN `user`, its key encrypted with a fresh password.
-
-        `ca_key` signs it instead of this cluster's CA (an untrusted client certificate)."""
+    def make_client_certificate(self, user: str) -> TlsClient:
+        """A client certificate with CN `user` signed by this CA, its key encrypted with a fresh
+        password."""
         password = secrets.token_hex(16)
         key = self.directory / f"client-{user}.key"
         certificate = self.directory / f"client-{user}.crt"

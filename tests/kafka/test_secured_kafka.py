@@ -178,19 +178,29 @@ def test_wrong_password_is_refused_with_the_setting_to_fix(
     assert canary not in driver.log_path.read_text()
 
 
-def test_untrusted_broker_certificate_is_refused(
-    secured_kafka: LocalKafkaCluster, secure_app: ChaosApp, tmp_path: Path
+@pytest.mark.parametrize("untrusted", ["broker_certificate", "client_certificate"])
+def test_untrusted_certificate_is_refused(
+    untrusted: str, secured_kafka: LocalKafkaCluster, secure_app: ChaosApp, tmp_path: Path
 ) -> None:
-    # A CA of its own that never signed the broker's certificate.
+    # A CA of its own, which never signed the broker's certificate nor is trusted by the broker.
     from service.dev.kafka_security import ClusterSecurity
 
     stranger = ClusterSecurity(tmp_path / "stranger")
-    stranger.prepare(users=())
+    stranger.prepare(users=(SERVICE_USER,))
     kafka = _mtls_kafka(secured_kafka)
-    kafka["properties"] = {**kafka["properties"], "ssl.ca.location": str(stranger.ca_certificate)}
+    if untrusted == "broker_certificate":
+        changed = {"ssl.ca.location": str(stranger.ca_certificate)}
+    else:
+        client = stranger.tls_clients[SERVICE_USER]
+        changed = {
+            "ssl.certificate.location": str(client.certificate),
+            "ssl.key.location": str(client.key),
+        }
+        kafka["ssl_key_password"] = client.key_password
+    kafka["properties"] = {**kafka["properties"], **changed}
     message = _refusal(secure_app.service(kafka=kafka))
     assert "KafkaTlsError" in message
-    assert "ssl.ca.location" in message
+    assert "ssl.ca.location" in message and "ssl.certificate.location" in message
 
 
 def _without(grants: list[Grant], resource: str, operation: str, name: str) -> list[Grant]:
