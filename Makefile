@@ -68,6 +68,7 @@ bench: venv sysdeps
 	$(PY) bench/latency_bench.py
 	$(PY) bench/cluster_bench.py
 	$(PY) bench/ingest_bench.py
+	$(PY) bench/secure_bench.py
 
 bench-recovery: venv sysdeps
 	$(PY) bench/recovery_bench.py

@@ -185,3 +185,17 @@ def postgres_dsn() -> Iterator[str]:
 
     with postgres_endpoint() as dsn:
         yield dsn
+
+
+# --- A secured Kafka (see service/dev/kafka_security.py) ---------------------------------------
+
+
+@pytest.fixture(scope="session")
+def secured_kafka() -> Iterator[Any]:
+    """A started local 1-broker `LocalKafkaCluster(secure=True)` for the session: mutual TLS,
+    SASL_SSL with SCRAM-SHA-512, the StandardAuthorizer. Its PLAINTEXT `bootstrap_servers` is a
+    super-user port for test setup and verification; services use the secured listeners."""
+    from service.dev.kafka_cluster import LocalKafkaCluster
+
+    with LocalKafkaCluster(brokers=1, secure=True) as cluster:
+        yield cluster

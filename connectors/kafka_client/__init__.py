@@ -6,6 +6,8 @@
 - `admin`: legal topic names, partition counts, `ensure_topic` (create, reconcile the partition
   count, wait for leaders) and the brokers' transaction time limit.
 - `tail`: `CommittedTail`, a ``read_committed`` consumer reading the end of partitions.
+- `access`: `check_credentials` and `check_permissions`, the start-up check that turns a refused
+  login, a failed TLS handshake or a missing ACL into one `KafkaAccessError` naming the fix.
 
 Clients kept across tasks live in `connectors.process_cache`, which is not Kafka-specific.
 """

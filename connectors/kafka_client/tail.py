@@ -150,6 +150,11 @@ class CommittedTail:
                 found[partition].append(message)
         elif error.code() == PARTITION_EOF:
             pending.discard(partition)
+        elif error.code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
+            # librdkafka looks up the coordinator of `group.id` even for a consumer that only
+            # assigns; this one never joins or commits, so a principal without rights on the
+            # placeholder group (least-privilege ACLs) reads on unharmed.
+            _LOG.debug("reading %s %s: %s (the group is never used)", self.role.kind, topic, error)
         elif give_up(error):
             where = f"{self.role.kind} {topic!r}, partitions {sorted(pending)}"
             msg = f"reading {where} failed: {error.str()}; check the brokers and the client's ACLs"

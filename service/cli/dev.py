@@ -10,6 +10,7 @@ from types import FrameType
 import click
 
 from service.dev.kafka_cluster import KAFKA_VERSION, KafkaClusterError, LocalKafkaCluster
+from service.dev.kafka_security import SERVICE_USER, KafkaSecurityError, write_client_files
 from service.dev.spark_cluster import LocalSparkCluster, SparkClusterError
 
 
@@ -32,18 +33,28 @@ def dev() -> None:
     show_default=True,
     help="Number of brokers (3 gives replication factor 3 and min.insync.replicas=2).",
 )
-def kafka(brokers: int) -> None:
+@click.option(
+    "--secure",
+    is_flag=True,
+    help="Add mutual-TLS and SASL_SSL (SCRAM-SHA-512) listeners and the ACL authorizer.",
+)
+def kafka(brokers: int, secure: bool) -> None:
     """Run a local Apache Kafka (KRaft) cluster until Ctrl-C or SIGTERM.
 
     \b
     Example:
       dstreams dev kafka --brokers 3
       export KAFKA_BOOTSTRAP_SERVERS=...   # as printed; tests and the demo then use it
+
+    \b
+    With --secure, prints where the client settings for user `dstreams` are (a `kafka:`
+    section for SASL_SSL and one for mutual TLS) and how to pass the generated password;
+    the user has no ACLs until you add them (README, Running against a secured cluster).
     """
     # SIGTERM (docker stop, kill) takes the same orderly path as Ctrl-C. SIGINT is set too: a
     # shell starts background jobs with it ignored, and `kill -INT` should still stop the brokers.
     previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
-    cluster = LocalKafkaCluster(brokers=brokers)
+    cluster = LocalKafkaCluster(brokers=brokers, secure=secure)
     try:
         click.echo(f"Starting Apache Kafka {KAFKA_VERSION} with {brokers} broker(s)...", err=True)
         cluster.start()
@@ -54,9 +65,11 @@ def kafka(brokers: int) -> None:
             "Press Ctrl-C to stop.",
             err=True,
         )
+        if secure:
+            _print_secured_clients(cluster)
         while True:
             time.sleep(1)
-    except KafkaClusterError as error:
+    except (KafkaClusterError, KafkaSecurityError) as error:
         raise click.ClickException(str(error)) from error
     except KeyboardInterrupt:
         click.echo("Stopping the brokers...", err=True)
@@ -101,6 +114,23 @@ def spark(workers: int, cores: int, memory: str) -> None:
         cluster.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def _print_secured_clients(cluster: LocalKafkaCluster) -> None:
+    """Where the client settings are; secrets stay in their files and are never printed."""
+    files = write_client_files(
+        cluster.security, cluster.sasl_ssl_bootstrap_servers, cluster.ssl_bootstrap_servers
+    )
+    click.echo(
+        f"Secured listeners: SASL_SSL (SCRAM-SHA-512) at {cluster.sasl_ssl_bootstrap_servers}, "
+        f"mutual TLS at {cluster.ssl_bootstrap_servers}; CA {cluster.security.ca_certificate}.\n"
+        f"User {SERVICE_USER!r} over SASL_SSL: the kafka section in {files['sasl_ssl']}, and\n"
+        f'  export DSTREAMS_KAFKA__SASL_PASSWORD="$(cat {files["sasl_password"]})"\n'
+        f"User {SERVICE_USER!r} over mutual TLS: the kafka section in {files['mutual_tls']}, and\n"
+        f'  export DSTREAMS_KAFKA__SSL_KEY_PASSWORD="$(cat {files["key_password"]})"\n'
+        f"The PLAINTEXT port {cluster.bootstrap_servers} is a super-user port for the brokers "
+        "and for adding users and ACLs (kafka-acls --bootstrap-server ...).",
+    )
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:

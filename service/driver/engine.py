@@ -17,6 +17,7 @@ from types import FrameType
 from typing import Any
 
 from service.config.settings import InvalidConfig, Settings, storage_problems
+from service.driver.access import check_kafka_credentials, check_kafka_permissions
 from service.driver.checkpoints import (
     CheckpointObserver,
     StateCheckpoints,
@@ -124,9 +125,7 @@ class Service:
         )  # settings not made by load_settings (tests, embedders)
         if problems:
             raise InvalidConfig(problems)
-        self.ctx = build_context(settings)
-        self.observer.lag_source = self.ctx.consumer_lag
-        self.observer.lost_source = self.ctx.lost_offsets
+        self.ctx = self._build_checked_context()
         journal = wiring.make_journal(settings)
         check_replication(settings, self.ctx, self.observer.metrics)
         # A damaged journal or a changed graph is refused now, in about a second, not after
@@ -154,6 +153,16 @@ class Service:
         journal.close()
         log.info("stopped gracefully")
         return EXIT_OK
+
+    def _build_checked_context(self) -> StreamingContext:
+        # Credentials, TLS and ACLs first: a refusal is one message now, not a retry loop later.
+        secured = check_kafka_credentials(self.settings)
+        ctx = self.ctx = build_context(self.settings)  # closed by run() whatever happens next
+        self.observer.lag_source = ctx.consumer_lag
+        self.observer.lost_source = ctx.lost_offsets
+        if secured:
+            check_kafka_permissions(self.settings, ctx)
+        return ctx
 
     def _start_spark(self) -> Any:
         """The SparkContext; on a cluster, with the job's code shipped and the executors checked
