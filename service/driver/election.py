@@ -24,6 +24,7 @@ import fcntl
 import logging
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -40,11 +41,15 @@ POLL_S = 0.05
 MAX_POLL_INTERVAL_MS = 300_000
 
 
+Heartbeat = Callable[[], None]
+
+
 class Election(Protocol):
     """Blocks until this driver is the active one; kept for the driver's lifetime."""
 
-    def wait_until_elected(self, stopping: threading.Event) -> bool:
-        """True once elected; False if `stopping` was set first."""
+    def wait_until_elected(self, stopping: threading.Event, waiting: Heartbeat) -> bool:
+        """True once elected; False if `stopping` was set first. Calls `waiting()` every
+        `POLL_S` meanwhile (a waiting standby is alive: `/healthz` stays green)."""
         ...
 
     def close(self) -> None:
@@ -74,13 +79,14 @@ class FileLockElection:
         self.path = path
         self._fd: int | None = None
 
-    def wait_until_elected(self, stopping: threading.Event) -> bool:
+    def wait_until_elected(self, stopping: threading.Event, waiting: Heartbeat) -> bool:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         while not stopping.is_set():
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
+                waiting()
                 stopping.wait(POLL_S)
                 continue
             self._fd = fd
@@ -121,7 +127,7 @@ class KafkaGroupElection:
         self._thread: threading.Thread | None = None
         self._failure: BaseException | None = None
 
-    def wait_until_elected(self, stopping: threading.Event) -> bool:
+    def wait_until_elected(self, stopping: threading.Event, waiting: Heartbeat) -> bool:
         # The topic must exist before the group can assign its partition.
         self.journal.prepare_topic()
         self._thread = threading.Thread(target=self._membership, name="driver-election")
@@ -132,6 +138,7 @@ class KafkaGroupElection:
                 raise self._failure
             if self.elected.wait(POLL_S):
                 return True
+            waiting()
         return False
 
     def close(self) -> None:

@@ -176,11 +176,15 @@ class Service:
         log.info("standby: Spark and its workers are warm (%.1fs)", time.monotonic() - started)
         self.election = make_election(self.settings, journal)
         log.info("standby: waiting to become the active driver")
-        if not self.election.wait_until_elected(self.scheduler.stopping):
+        if not self.election.wait_until_elected(self.scheduler.stopping, self._heartbeat):
             log.info("standby: stopped before being elected")
             return False
         log.info("standby: elected, taking over from the journal")
         return True
+
+    def _heartbeat(self) -> None:
+        """A waiting standby is alive; `/healthz` reads the scheduler's last tick."""
+        self.scheduler.last_tick = time.monotonic()
 
     def _start_spark(self) -> Any:
         """The SparkContext; on a cluster, with the job's code shipped and the executors checked
