@@ -159,7 +159,8 @@ class KafkaGroupElection:
                     consumer.poll(POLL_S)
             finally:
                 consumer.close()  # leaves the group: a standby is assigned at once
-        except BaseException as error:  # handed to the waiting driver
+        except BaseException as error:  # handed to a waiting driver; an elected one logs it
+            log.exception("the driver election's consumer failed")
             self._failure = error
 
     def _assigned(self, consumer: Any, partitions: list[Any]) -> None:
