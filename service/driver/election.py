@@ -25,6 +25,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -181,16 +182,20 @@ class KafkaGroupElection:
             self.elected.clear()
 
 
-def warm_python_workers(sc: Any) -> None:
-    """Start every executor's Python workers and import what tasks use, before being elected."""
+def warm_python_workers(sc: Any, consumer_confs: list[dict[str, str]]) -> None:
+    """Start every executor's Python workers, import what tasks use, and connect each worker's
+    cached Kafka consumers (`connectors.reader`), before being elected. Sink producers are left
+    alone: initializing their transactional ids would fence the active driver's."""
     slots = max(1, int(sc.defaultParallelism))
-    sc.parallelize(range(slots), slots).mapPartitions(_import_task_modules).count()
+    warm = partial(_warm_task, consumer_confs)
+    sc.parallelize(range(slots), slots).mapPartitions(warm).count()
 
 
-def _import_task_modules(rows: Any) -> Any:
-    import confluent_kafka  # noqa: F401 - imported for its load time only
+def _warm_task(consumer_confs: list[dict[str, str]], rows: Any) -> Any:
+    import sinks.base  # noqa: F401 - imported for its load time only
+    from connectors.reader import warm_consumer
 
-    import connectors.reader  # noqa: F401
-    import sinks.base  # noqa: F401
-
+    for conf in consumer_confs:
+        with contextlib.suppress(Exception):  # warming is best effort; a read retries anyway
+            warm_consumer(conf)
     return rows

@@ -32,6 +32,7 @@ from service.driver.spark import create_spark_context, driver_address
 from service.errors import ConfigError, FencedOut
 from service.graph.checkpoint_store import CheckpointStore
 from service.graph.context import StreamingContext
+from service.graph.sources import KafkaInputDStream
 from service.journal.base import Journal
 
 log = logging.getLogger(__name__)
@@ -172,7 +173,9 @@ class Service:
         `service.driver.election`); False if asked to stop first. Opening the journal after this
         fences the previous driver exactly as a cold restart would."""
         started = time.monotonic()
-        warm_python_workers(self.sc)
+        assert self.ctx is not None  # noqa: S101 - built before Spark starts
+        confs = [s.consumer_conf for s in self.ctx.inputs if isinstance(s, KafkaInputDStream)]
+        warm_python_workers(self.sc, confs)
         log.info("standby: Spark and its workers are warm (%.1fs)", time.monotonic() - started)
         self.election = make_election(self.settings, journal)
         log.info("standby: waiting to become the active driver")
