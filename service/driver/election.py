@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import logging
+import operator
 import os
 import threading
 from collections.abc import Callable
@@ -182,13 +183,22 @@ class KafkaGroupElection:
             self.elected.clear()
 
 
-def warm_python_workers(sc: Any, consumer_confs: list[dict[str, str]]) -> None:
+def warm_python_workers(
+    sc: Any, consumer_confs: list[dict[str, str]], shuffle_partitions: int
+) -> None:
     """Start every executor's Python workers, import what tasks use, and connect each worker's
     cached Kafka consumers (`connectors.reader`), before being elected. Sink producers are left
     alone: initializing their transactional ids would fence the active driver's."""
     slots = max(1, int(sc.defaultParallelism))
     warm = partial(_warm_task, consumer_confs)
-    sc.parallelize(range(slots), slots).mapPartitions(warm).count()
+    # A shuffle as well: a batch's first job otherwise pays for the JVM's and Python's first
+    # shuffle write and read after the take-over.
+    pairs = sc.parallelize(range(slots * 8), slots).mapPartitions(warm).map(_pair)
+    pairs.reduceByKey(operator.add, shuffle_partitions).count()
+
+
+def _pair(value: int) -> tuple[int, int]:
+    return value % 7, 1
 
 
 def _warm_task(consumer_confs: list[dict[str, str]], rows: Any) -> Any:

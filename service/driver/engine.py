@@ -175,7 +175,7 @@ class Service:
         started = time.monotonic()
         assert self.ctx is not None  # noqa: S101 - built before Spark starts
         confs = [s.consumer_conf for s in self.ctx.inputs if isinstance(s, KafkaInputDStream)]
-        warm_python_workers(self.sc, confs)
+        warm_python_workers(self.sc, confs, self.settings.default_partitions)
         log.info("standby: Spark and its workers are warm (%.1fs)", time.monotonic() - started)
         self.election = make_election(self.settings, journal)
         log.info("standby: waiting to become the active driver")
