@@ -15,9 +15,9 @@ it prints, read from the new driver's `/status` and `/metrics`:
 
 That is the cold case. The warm case runs two `dstreams run --standby` drivers (see
 `service.driver.election`; the file journal elects by a lock beside it, the Kafka journal with
-`--journal kafka` by a consumer group on its topic): each time the active one is SIGKILLed the
-waiting standby takes over, and the killed one is started again as the next standby (and is
-given time to warm up before the next kill).
+`--journal kafka` by a consumer group on its topic, with a 2 s session timeout): each time the
+active one is SIGKILLed the waiting standby takes over, and the killed one is started again as
+the next standby (and is given time to warm up before the next kill).
 
 Then `recovery: cold median X s, warm median Y s` of "SIGKILL to next completed batch" against
 the targets (cold 7 s, warm 3 s). Not a test: it prints figures and asserts nothing.
@@ -53,6 +53,7 @@ LINES_PER_SECOND = 2_000  # steady input, well under the job's capacity
 RATE_PER_PARTITION = 2_000  # catch-up after a kill: up to 8,000 lines per 1 s batch
 TARGET_COLD_S = 7.0
 TARGET_WARM_S = 3.0
+SESSION_MS = 2_000
 STANDBY_WAITING = "standby: waiting to become the active driver"
 POLL_S = 0.05
 # A restart takes ~10-20 s here; anything near this limit means the driver is not recovering.
@@ -268,7 +269,9 @@ def run_warm(
     config: dict[str, Any], workdir: Path, kills: int, rng: random.Random, keep_log: Path | None
 ) -> list[Recovery]:
     print("warm: two drivers with --standby; the killed one comes back as the standby", flush=True)
-    standby_config = {**config, "standby": {"enabled": True}}
+    # Kafka journal: the brokers notice a killed driver after the session timeout (the local
+    # cluster allows down to 1 s); the file journal's lock is released at once.
+    standby_config = {**config, "standby": {"enabled": True, "session_timeout_ms": SESSION_MS}}
     active = ServiceProcess(standby_config, workdir, name="driver-a")
     standby = ServiceProcess(standby_config, workdir, name="driver-b")
     results: list[Recovery] = []

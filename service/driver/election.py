@@ -158,12 +158,19 @@ class KafkaGroupElection:
             )
             try:
                 while not self._closing.is_set():
-                    consumer.poll(POLL_S)
+                    self._note_error(consumer.poll(POLL_S))
             finally:
                 consumer.close()  # leaves the group: a standby is assigned at once
         except BaseException as error:  # handed to a waiting driver; an elected one logs it
             log.exception("the driver election's consumer failed")
             self._failure = error
+
+    def _note_error(self, message: Any) -> None:
+        """Group errors (e.g. a session timeout the brokers refuse) would otherwise leave a
+        standby waiting in silence."""
+        error = message.error() if message is not None else None
+        if error is not None:
+            log.warning("driver election (group %s): %s", self.conf["group.id"], error.str())
 
     def _assigned(self, consumer: Any, partitions: list[Any]) -> None:
         consumer.incremental_assign(partitions)
