@@ -229,10 +229,15 @@ STANDBY = {
 }
 
 
-def test_standby_runs_a_second_driver_that_waits(render: Render) -> None:
+def test_standby_runs_a_second_driver_that_waits(render: Render, helm: str, tmp_path: Path) -> None:
     docs = render(STANDBY)
     assert _one(docs, "Deployment")["spec"]["replicas"] == 2
     assert _container(docs)["args"][-1] == "--standby"
+    values = _write_values(tmp_path / "standby.yaml", STANDBY)
+    lint = _run(
+        helm, "lint", "--strict", str(CHART), "--kube-version", KUBE_VERSION, "-f", str(values)
+    )
+    assert lint.returncode == 0, lint.stdout + lint.stderr
 
 
 @pytest.mark.parametrize(
