@@ -140,6 +140,13 @@ def cached_consumer_count() -> int:
     return len(_CACHE)
 
 
+def warm_consumer(conf: Mapping[str, Any], timeout_s: float = 10.0) -> None:
+    """Create this process's cached consumer for `conf` and connect it to the cluster, so the
+    first read after a warm standby's take-over finds it ready."""
+    consumer = _CACHE.get(conf_key(conf), lambda: _new_consumer(conf))
+    consumer.list_topics(timeout=timeout_s)
+
+
 # --- reading -----------------------------------------------------------------------------------
 
 

@@ -40,7 +40,13 @@ def version() -> None:
 
 @cli.command()
 @config_option
-def run(config_path: Path | None) -> None:
+@click.option(
+    "--standby",
+    is_flag=True,
+    help="Warm standby: start Spark and the job, then wait until elected before taking over "
+    "the journal (sets standby.enabled; give every driver of the app the same flag).",
+)
+def run(config_path: Path | None, standby: bool) -> None:
     """Run a job as a long-lived service until SIGTERM/SIGINT.
 
     \b
@@ -53,6 +59,7 @@ def run(config_path: Path | None) -> None:
     \b
     Example:
       dstreams run --config config/wordcount.yaml
+      dstreams run --config config/wordcount.yaml --standby   # on two hosts: one waits, warm
     """
     from service.cli.config import load_or_exit
     from service.driver.engine import EXIT_REFUSED, run_service
@@ -60,6 +67,10 @@ def run(config_path: Path | None) -> None:
     from service.ingest.app import ingest_alongside
 
     settings = load_or_exit(config_path)
+    if standby:
+        settings = settings.model_copy(
+            update={"standby": settings.standby.model_copy(update={"enabled": True})}
+        )
     try:
         with ingest_alongside(settings):
             code = run_service(settings)

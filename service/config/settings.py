@@ -668,6 +668,19 @@ class HttpSettings(_Model):
     stalled cluster). Default: 30 s or ten batch intervals, whichever is longer."""
 
 
+class StandbySettings(_Model):
+    """Warm standby (docs/architecture.md, Recovery): drivers wait, warm, for the journal's
+    leadership before taking an epoch."""
+
+    enabled: bool = False
+    """Start Spark and the job, then wait until elected before taking the journal's next epoch.
+    Every driver of the app must run with the same value (`dstreams run --standby`)."""
+    session_timeout_ms: DurationMs = Field(default=6_000, ge=1)
+    """Kafka journal: how long the brokers wait for a silent driver before electing another
+    (librdkafka's session.timeout.ms). Brokers refuse values below their
+    group.min.session.timeout.ms (6 s by default); lower it there for a faster take-over."""
+
+
 class LoggingSettings(_Model):
     format: Literal["json", "text", "auto"] = "auto"
     """auto: text when stderr is a terminal, else JSON lines."""
@@ -743,6 +756,7 @@ class Settings(BaseSettings):
     logging: LoggingSettings = Field(default_factory=LoggingSettings)
     backpressure: BackpressureSettings = Field(default_factory=BackpressureSettings)
     ingest: IngestSettings = Field(default_factory=IngestSettings)
+    standby: StandbySettings = Field(default_factory=StandbySettings)
     schema_registry: SchemaRegistrySettings | None = None
     """Confluent-API schema registry for Avro in the wire format; none: Avro from .avsc files."""
 

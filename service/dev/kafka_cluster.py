@@ -489,6 +489,9 @@ class LocalKafkaCluster:
             # failover tests stay short; the heartbeat must stay well under the session timeout.
             "broker.heartbeat.interval.ms": 500,
             "broker.session.timeout.ms": 4000,
+            # Lets a warm standby (standby.session_timeout_ms) notice a killed driver sooner than
+            # the 6 s default minimum allows.
+            "group.min.session.timeout.ms": 1000,
         }
         if self._security is not None:
             settings.update(self._secured_listener_settings(broker))

@@ -23,6 +23,7 @@ from service.driver.checkpoints import (
     StateCheckpoints,
     default_interval_batches,
 )
+from service.driver.election import Election, make_election, warm_python_workers
 from service.driver.job_code import prepare_executors
 from service.driver.lifecycle import BatchLifecycle
 from service.driver.recovery import JournalLog, check_before_start, recover
@@ -32,6 +33,8 @@ from service.driver.spark import create_spark_context, driver_address
 from service.errors import ConfigError, FencedOut
 from service.graph.checkpoint_store import CheckpointStore
 from service.graph.context import StreamingContext
+from service.graph.sources import KafkaInputDStream
+from service.journal.base import Journal
 
 log = logging.getLogger(__name__)
 EXIT_OK = 0
@@ -97,6 +100,7 @@ class Service:
         self.ctx: StreamingContext | None = None
         self.sc: Any = None
         self._job_zip_dir: tempfile.TemporaryDirectory[str] | None = None
+        self.election: Election | None = None
 
     def run(self) -> int:
         self._install_signal_handlers()
@@ -109,6 +113,8 @@ class Service:
             return EXIT_FENCED
         finally:
             self.observer.stop_http()
+            if self.election is not None:
+                self.election.close()
             if self.ctx is not None:
                 self.ctx.close()
             if self.sc is not None:
@@ -120,9 +126,8 @@ class Service:
         from service.driver import wiring
 
         settings = self.settings
-        problems = storage_problems(
-            settings
-        )  # settings not made by load_settings (tests, embedders)
+        # Settings not made by load_settings (tests, embedders) are checked here too.
+        problems = storage_problems(settings)
         if problems:
             raise InvalidConfig(problems)
         self.ctx = self._build_checked_context()
@@ -134,17 +139,11 @@ class Service:
         self.sc = self._start_spark()
         spark = settings.spark
         self.ctx.attach_spark(self.sc, spark.stable_placement and not spark.parsed_master.is_local)
+        if settings.standby.enabled and not self._await_election(journal):
+            return EXIT_OK
         epoch = journal.open()
         self.observer.set_epoch(epoch)
-        journal_log = JournalLog(
-            journal, epoch, self.ctx.graph_json(), self.observer.journal_appended
-        )
-        acknowledge = wiring.make_acknowledger(settings, self.ctx)
-        checkpoints = make_checkpoints(settings, self.ctx, journal_log, self.observer)
-        self.lifecycle = BatchLifecycle(
-            self.ctx, journal_log, self.observer, acknowledge, checkpoints
-        )
-        self.lifecycle.setup_outputs()
+        self.lifecycle = self._make_lifecycle(self.ctx, journal, epoch)
         recovered = recover(self.ctx, journal, self.lifecycle, epoch)
         self.observer.recovered(recovered.seconds, recovered.replayed_batches)
         self.observer.ready_after_first_batch()
@@ -163,6 +162,40 @@ class Service:
         if secured:
             check_kafka_permissions(self.settings, ctx)
         return ctx
+
+    def _make_lifecycle(
+        self, ctx: StreamingContext, journal: Journal, epoch: int
+    ) -> BatchLifecycle:
+        """The batch lifecycle, appending under `epoch`, with its outputs set up."""
+        from service.driver import wiring
+
+        journal_log = JournalLog(journal, epoch, ctx.graph_json(), self.observer.journal_appended)
+        acknowledge = wiring.make_acknowledger(self.settings, ctx)
+        checkpoints = make_checkpoints(self.settings, ctx, journal_log, self.observer)
+        lifecycle = BatchLifecycle(ctx, journal_log, self.observer, acknowledge, checkpoints)
+        lifecycle.setup_outputs()
+        return lifecycle
+
+    def _await_election(self, journal: Journal) -> bool:
+        """Warm standby: with Spark up and the Python workers started, wait until elected (see
+        `service.driver.election`); False if asked to stop first. Opening the journal after this
+        fences the previous driver exactly as a cold restart would."""
+        started = time.monotonic()
+        assert self.ctx is not None  # noqa: S101 - built before Spark starts
+        confs = [s.consumer_conf for s in self.ctx.inputs if isinstance(s, KafkaInputDStream)]
+        warm_python_workers(self.sc, confs, self.settings.default_partitions)
+        log.info("standby: Spark and its workers are warm (%.1fs)", time.monotonic() - started)
+        self.election = make_election(self.settings, journal)
+        log.info("standby: waiting to become the active driver")
+        if not self.election.wait_until_elected(self.scheduler.stopping, self._heartbeat):
+            log.info("standby: stopped before being elected")
+            return False
+        log.info("standby: elected, taking over from the journal")
+        return True
+
+    def _heartbeat(self) -> None:
+        """A waiting standby is alive; `/healthz` reads the scheduler's last tick."""
+        self.scheduler.last_tick = time.monotonic()
 
     def _start_spark(self) -> Any:
         """The SparkContext; on a cluster, with the job's code shipped and the executors checked

@@ -152,6 +152,11 @@ class KafkaInputDStream(InputDStream):
 
     metadata: Any = None
 
+    @property
+    def consumer_conf(self) -> dict[str, str]:
+        """The librdkafka config executors read with (a warm standby connects with it early)."""
+        return dict(self._conf)
+
     def lag(self) -> dict[tuple[str, int], int]:
         """Per partition: last stable offset minus the next offset to plan."""
         positions = self.planner.positions()

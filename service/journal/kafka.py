@@ -117,7 +117,7 @@ class KafkaJournal:
         if self._producer is not None:
             msg = f"journal topic {self.topic!r} is already open by this object"
             raise JournalError(msg)
-        self._ensure_topic()
+        self.prepare_topic()
         self._producer = self._fencing_producer()
         try:
             self._records = self.read()
@@ -361,8 +361,11 @@ class KafkaJournal:
 
     # --- the topic ----------------------------------------------------------------------------
 
-    def _ensure_topic(self) -> None:
-        """Create the topic if missing and wait until it has a leader; refuse a wrong one."""
+    def prepare_topic(self) -> None:
+        """Create the topic if missing and wait until it has a leader; refuse a wrong one.
+
+        Public for the driver election (`service.driver.election`), whose group subscribes to
+        this topic before any driver has opened the journal."""
         config = {
             "cleanup.policy": "delete",
             "retention.ms": "-1",

@@ -228,6 +228,41 @@ def test_replicas_is_not_a_value(helm: str) -> None:
     assert "replicas" in result.stderr
 
 
+STANDBY = {
+    "standby": {"enabled": True},
+    "persistence": {"enabled": False},
+    "config": {"journal": {"type": "kafka", "topic": "journal"}},
+}
+
+
+def test_standby_runs_a_second_driver_that_waits(render: Render, helm: str, tmp_path: Path) -> None:
+    docs = render(STANDBY)
+    assert _one(docs, "Deployment")["spec"]["replicas"] == 2
+    assert _container(docs)["args"][-1] == "--standby"
+    values = _write_values(tmp_path / "standby.yaml", STANDBY)
+    lint = _run(
+        helm, "lint", "--strict", str(CHART), "--kube-version", KUBE_VERSION, "-f", str(values)
+    )
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"config": {"journal": {"type": "file"}}}, "needs config.journal.type kafka"),
+        ({"persistence": {"enabled": True}}, "both driver pods mount the volume"),
+        ({"spark": {"mode": "kubernetes"}}, "spark.mode local only"),
+    ],
+)
+def test_standby_refuses_what_two_driver_pods_cannot_share(
+    helm: str, tmp_path: Path, values: dict[str, Any], message: str
+) -> None:
+    path = _write_values(tmp_path / "values.yaml", _merged(STANDBY, values))
+    result = _template(helm, "-f", str(path))
+    assert result.returncode != 0
+    assert message in result.stderr
+
+
 # --- probes, ports, lifecycle ---------------------------------------------------------------
 
 

@@ -67,6 +67,7 @@ Refuse credentials in places that end up in plain text (the ConfigMap, a plain e
 Called from the ConfigMap and the Deployment so `helm template` fails before anything is applied.
 */}}
 {{- define "dstreams.validate" -}}
+{{- include "dstreams.validateStandby" . }}
 {{- include "dstreams.validateSparkMode" . }}
 {{- $config := .Values.config }}
 {{- $kafka := default dict $config.kafka }}
@@ -297,6 +298,22 @@ What kubernetes mode needs of the values: storage every pod can mount, the chart
 {{- end }}
 {{- if .Values.serviceAccountName }}
 {{- fail "serviceAccountName is for local mode; in kubernetes mode the driver uses spark.kubernetes.serviceAccount (created, or named there)" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "dstreams.validateStandby" -}}
+{{- if .Values.standby.enabled }}
+{{- $journal := default dict .Values.config.journal }}
+{{- if ne (toString $journal.type) "kafka" }}
+{{- fail "standby.enabled needs config.journal.type kafka: the drivers elect the active one through a consumer group on the journal topic, and two pods cannot share a file journal's lock" }}
+{{- end }}
+{{- if include "dstreams.onKubernetes" . }}
+{{- fail "standby.enabled works with spark.mode local only: in kubernetes mode each driver pod would ask for its own executors and share one driver Service" }}
+{{- end }}
+{{- $persistence := .Values.persistence }}
+{{- if and $persistence.enabled (not $persistence.existingClaim) (not (has "ReadWriteMany" $persistence.accessModes)) }}
+{{- fail "standby.enabled with persistence: both driver pods mount the volume (checkpoints), so set persistence.accessModes to [ReadWriteMany], use an existingClaim that is, or disable persistence" }}
 {{- end }}
 {{- end }}
 {{- end }}

@@ -1,0 +1,158 @@
+"""Warm standby on the Kafka journal: two `dstreams run --standby` drivers as subprocesses.
+
+The elected driver runs batches while the other waits with Spark up and takes no epoch; when the
+active one is SIGKILLed the standby takes the next epoch and finishes the input with an exact word
+count. A driver that was only paused (SIGSTOP) when the standby took over is fenced as soon as it
+resumes and exits with code 3.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from service.dev.service_process import ServiceProcess
+from service.journal.base import JournalState
+from service.journal.kafka import KafkaJournal
+from service.journal.records import EpochRecord
+from service.testing import group_offsets, produce_lines
+from sinks.files import FileSink
+
+PARTITIONS = 2
+LINES_PER_PARTITION = 1_500
+EXIT_FENCED = 3
+WAIT_S = 180
+
+
+def standby_config(bootstrap: str, topic: str, app_id: str, out: Path) -> dict[str, Any]:
+    return {
+        "app_id": app_id,
+        "job": "examples.wordcount:build",
+        "spark": {"master": "local[1]"},
+        "kafka": {"bootstrap_servers": bootstrap},
+        "sources": {
+            "lines": {
+                "topics": [topic],
+                "starting_offsets": "earliest",
+                "codec": "utf-8",
+                # Several batches' worth, so the take-over lands with work still to do.
+                "max_rate_per_partition": 150,
+            }
+        },
+        "sinks": {"counts": {"type": "files", "path": str(out)}},
+        "journal": {"type": "kafka", "topic": f"{app_id}.journal"},
+        "standby": {"enabled": True},
+    }
+
+
+def start_pair(config: dict[str, Any], workdir: Path) -> tuple[ServiceProcess, ServiceProcess]:
+    """Both drivers started together; returns (active, standby) once each shows its role."""
+    first = ServiceProcess(config, workdir, name="first")
+    second = ServiceProcess(config, workdir, name="second")
+    first.start()
+    second.start()
+    try:
+        first.wait_for(lambda s: _role(first, second) is not None, WAIT_S, "one driver elected")
+        active = _role(first, second)
+        assert active is not None
+        standby = second if active is first else first
+        standby.wait_for(lambda s: _waiting(standby), WAIT_S, "the standby to wait, warm")
+    except BaseException:
+        first.kill()
+        second.kill()
+        raise
+    return active, standby
+
+
+def _role(first: ServiceProcess, second: ServiceProcess) -> ServiceProcess | None:
+    for driver in (first, second):
+        if driver.completed_batches() >= 1:
+            return driver
+    return None
+
+
+def _waiting(driver: ServiceProcess) -> bool:
+    return "standby: waiting to become the active driver" in driver.log_path.read_text()
+
+
+def journal_epochs(bootstrap: str, app_id: str) -> list[int]:
+    journal = KafkaJournal({"bootstrap.servers": bootstrap}, f"{app_id}.journal", app_id, 1, 1)
+    return sorted({r.epoch for r in journal.read()})
+
+
+def assert_exact(bootstrap: str, app_id: str, out: Path, lines: dict[int, list[str]]) -> None:
+    journal = KafkaJournal({"bootstrap.servers": bootstrap}, f"{app_id}.journal", app_id, 1, 1)
+    records = journal.read()
+    state = JournalState.from_records(records)
+    state.validate()
+    assert [r.epoch for r in records if isinstance(r, EpochRecord)] == [2]
+    assert state.pending() == []
+    sink = FileSink(out)
+    counted: Counter[str] = Counter()
+    for batch_time in sink.committed_batches("counts"):
+        for word, count in sink.read_batch("counts", batch_time):
+            counted[word] += count
+    expected = Counter(word for part in lines.values() for line in part for word in line.split())
+    assert counted == expected
+
+
+def _setup(
+    bootstrap: str, make_topic: Any, name: str, tmp_path: Path
+) -> tuple[str, dict[int, list[str]], dict[str, Any]]:
+    topic = make_topic(bootstrap, name, partitions=PARTITIONS)
+    vocabulary = [f"w{i}" for i in range(20)]
+    lines = produce_lines(bootstrap, topic, PARTITIONS, LINES_PER_PARTITION, vocabulary, 11)
+    app_id = name.replace("_", "-")[:40]
+    return app_id, lines, standby_config(bootstrap, topic, app_id, tmp_path / "out")
+
+
+def test_standby_takes_over_after_sigkill_exactly(
+    kafka_bootstrap: str, make_topic: Any, unique_name: str, tmp_path: Path
+) -> None:
+    app_id, lines, config = _setup(kafka_bootstrap, make_topic, unique_name, tmp_path)
+    topic = config["sources"]["lines"]["topics"][0]
+    ends = {p: LINES_PER_PARTITION for p in range(PARTITIONS)}
+    active, standby = start_pair(config, tmp_path)
+    with active, standby:
+        # While the active driver lives, the standby takes no epoch and runs no batch.
+        assert journal_epochs(kafka_bootstrap, app_id) == [1]
+        assert (standby.status() or {}).get("epoch") is None
+        assert standby.completed_batches() == 0
+        assert active.completed_batches() >= 1
+        assert active.kill() == -signal.SIGKILL
+        standby.wait_for(
+            lambda s: (
+                s.get("epoch") == 2
+                and group_offsets(kafka_bootstrap, app_id, topic, PARTITIONS) == ends
+            ),
+            WAIT_S,
+            "the standby to take over and read everything",
+        )
+        assert standby.terminate() == 0, standby.log_tail()
+    assert_exact(kafka_bootstrap, app_id, tmp_path / "out", lines)
+
+
+def test_a_paused_active_driver_is_fenced_when_it_resumes(
+    kafka_bootstrap: str, make_topic: Any, unique_name: str, tmp_path: Path
+) -> None:
+    app_id, lines, config = _setup(kafka_bootstrap, make_topic, unique_name, tmp_path)
+    topic = config["sources"]["lines"]["topics"][0]
+    ends = {p: LINES_PER_PARTITION for p in range(PARTITIONS)}
+    active, standby = start_pair(config, tmp_path)
+    with active, standby:
+        os.kill(active.pid, signal.SIGSTOP)  # silent, like a hung or partitioned driver
+        try:
+            standby.wait_for(lambda s: s.get("epoch") == 2, WAIT_S, "the standby's epoch")
+        finally:
+            os.kill(active.pid, signal.SIGCONT)
+        assert active.wait(WAIT_S) == EXIT_FENCED, active.log_tail()
+        standby.wait_for(
+            lambda s: group_offsets(kafka_bootstrap, app_id, topic, PARTITIONS) == ends,
+            WAIT_S,
+            "the standby to read everything",
+        )
+        assert standby.terminate() == 0, standby.log_tail()
+    assert_exact(kafka_bootstrap, app_id, tmp_path / "out", lines)
