@@ -63,7 +63,7 @@ def build_context(settings: Settings) -> StreamingContext:
     Spark is not needed to build it (it comes later, through `attach_spark`), so a driver can
     check the graph against its journal before paying for Spark's start.
     """
-    from service.driver import wiring
+    from service.driver import late_records, wiring
 
     ctx = StreamingContext(
         None,
@@ -77,6 +77,7 @@ def build_context(settings: Settings) -> StreamingContext:
     load_job(settings.job)(ctx)
     if ctx.dead_letters_enabled:
         wiring.add_dead_letter_outputs(settings, ctx)
+    late_records.add_late_record_outputs(settings, ctx)
     if not ctx.outputs:
         msg = f"job {settings.job!r} declared no outputs; call stream.write(name) at least once"
         raise ConfigError(msg)
@@ -127,6 +128,7 @@ class Service:
         self.ctx = build_context(settings)
         self.observer.lag_source = self.ctx.consumer_lag
         self.observer.lost_source = self.ctx.lost_offsets
+        self.observer.stateful_source = self.ctx.stateful_streams
         journal = wiring.make_journal(settings)
         check_replication(settings, self.ctx, self.observer.metrics)
         # A damaged journal or a changed graph is refused now, in about a second, not after

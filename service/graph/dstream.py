@@ -476,6 +476,7 @@ class EventWindowView(TransformedDStream):
         step = partial(_emitted_step, event_functions.OUT)
         super().__init__(window.ctx, [window], kind, step)
         self.windowed = window
+        self.params["late"] = window.params.get("late")
 
     def late_records(self) -> DStream:
         """The `LateRecord`s of `late="dead_letter"` (too late for every window they belong
