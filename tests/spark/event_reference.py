@@ -23,6 +23,8 @@ class Model:
     watermark: int | None = None
     accepted: dict[tuple[Any, int], list[Any]] = field(default_factory=dict)
     revisions: dict[tuple[Any, int], int] = field(default_factory=dict)
+    emitted: dict[tuple[Any, int], Any] = field(default_factory=dict)
+    """The latest value emitted for each window (kept after the window is freed)."""
     late_total: int = 0
 
     def windows(self, event_ms: int) -> list[int]:
@@ -62,6 +64,7 @@ class Model:
                 revision = self.revisions.get((key, start), -1) + 1
                 self.revisions[(key, start)] = revision
                 value = fold(self.reduce, [self.lift(v) for v in values])
+                self.emitted[(key, start)] = value
                 results.append((key, start, end, value, revision))
             if self.closed(start):
                 del self.accepted[(key, start)]
