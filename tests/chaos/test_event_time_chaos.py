@@ -13,7 +13,8 @@ revision, and the dead-letter topic holds exactly as many late clicks as the mod
 
 The default run (8,000 clicks, 3 SIGKILLs: 4 starts) is sized for about 60-90 s on a quiet
 2-core machine (most of it in the drivers' starts); `make soak` runs the full size through
-`DSTREAMS_EVENT_CHAOS_LINES` and `DSTREAMS_EVENT_CHAOS_KILLS` (≥ 10 kills). `CHAOS_SEED` repeats a run's input and kill moments.
+`DSTREAMS_EVENT_CHAOS_LINES` and `DSTREAMS_EVENT_CHAOS_KILLS` (≥ 10 kills). `CHAOS_SEED`
+repeats a run's input and kill moments.
 """
 
 from __future__ import annotations
