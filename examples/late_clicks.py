@@ -1,9 +1,9 @@
 """Clicks per page in 10 s event-time windows, to PostgreSQL; late clicks to the dead letters
 (the event-time chaos test's job).
 
-Input lines are `"<page> <event time ms>"` (source codec utf-8). Windows are tumbling, 10 s long, with 2 s of slack
-and 10 s of allowed lateness; a click later than that goes to the dead-letter topic (configure
-`dead_letter.topic`). Configure the `lines` source and a `page_windows` sink of type postgres
+Input lines are `"<page> <event time ms>"` (source codec utf-8). Windows are tumbling, 10 s
+long, with 2 s of slack and 10 s of allowed lateness; a click later than that goes to the
+dead-letter topic (configure `dead_letter.topic`). Configure the `lines` source and a `page_windows` sink of type postgres
 with `key_columns: [page, start_ms]` and `version_column: revision`.
 """
 
