@@ -3,8 +3,9 @@
 
 Input lines are `"<page> <event time ms>"` (source codec utf-8). Windows are tumbling, 10 s
 long, with 2 s of slack and 10 s of allowed lateness; a click later than that goes to the
-dead-letter topic (configure `dead_letter.topic`). Configure the `lines` source and a `page_windows` sink of type postgres
-with `key_columns: [page, start_ms]` and `version_column: revision`.
+dead-letter topic (configure `dead_letter.topic`). Configure the `lines` source and a
+`page_windows` sink of type postgres with `key_columns: [page, start_ms]` and
+`version_column: revision`.
 """
 
 from __future__ import annotations
