@@ -78,14 +78,20 @@ class PostgresSink:
         key_columns: Sequence[str] | None = None,
         markers_table: str = "dstreams_batches",
         column_types: Mapping[str, str] | None = None,
+        version_column: str | None = None,
     ) -> None:
-        """``column_types`` (name -> SQL type) is needed only if ``setup`` must create ``table``."""
+        """``column_types`` (name -> SQL type) is needed only if ``setup`` must create ``table``.
+
+        ``version_column`` (with ``key_columns``): an upsert replaces a row only with a higher
+        value there, so an event-time window's row keeps its highest revision whatever order
+        corrections arrive in."""
         self._dsn = dsn if isinstance(dsn, SecretStr) else SecretStr(dsn)
         self.table = table
         self.columns = list(columns) if columns is not None else None
         self.key_columns = list(key_columns) if key_columns else None
         self.markers_table = markers_table
         self.column_types = dict(column_types) if column_types else None
+        self.version_column = version_column
         self._resolved: list[str] | None = self.columns
         _check_config(self)
 
@@ -205,7 +211,8 @@ class PostgresSink:
                     for row in rows:
                         copy.write_row(row)
             elif rows and self.key_columns is not None:
-                cur.executemany(_upsert(self.table, columns, self.key_columns), rows)
+                upsert = _upsert(self.table, columns, self.key_columns, self.version_column)
+                cur.executemany(upsert, rows)
             _fault("after_rows", key, conn)
         faults.crash_point("sink-mid-write")
         conn.commit()
@@ -250,11 +257,16 @@ def _check_config(sink: PostgresSink) -> None:
     for name in (sink.table, sink.markers_table):
         _ident(name)
     cols, keys, types = sink.columns, sink.key_columns or [], sink.column_types or {}
+    version = sink.version_column
     problem = ""
     if cols is not None and (not cols or len(set(cols)) != len(cols)):
         problem = f"`columns` to be distinct names, found {cols}"
     elif cols is not None and not set(keys) <= set(cols):
         problem = f"`key_columns` {keys} to be among `columns` {cols}"
+    elif version is not None and (not keys or version in keys):
+        problem = f"`version_column` {version!r} beside `key_columns` and not one of them"
+    elif version is not None and cols is not None and version not in cols:
+        problem = f"`version_column` {version!r} to be among `columns` {cols}"
     elif bad := [t for t in types.values() if not _SQL_TYPE.match(t)]:
         problem = f"`column_types` to hold SQL type names, found {bad}"
     elif types and cols is not None and set(cols) - set(types):
@@ -312,12 +324,18 @@ def _marker_sql(markers_table: str) -> tuple[sql.Composed, sql.Composed, sql.Com
     return ddl_sql, insert_sql, read_sql
 
 
-def _upsert(table: str, columns: list[str], key_columns: list[str]) -> sql.Composed:
+def _upsert(
+    table: str, columns: list[str], key_columns: list[str], version: str | None = None
+) -> sql.Composed:
     values = sql.SQL(", ").join(sql.Placeholder() * len(columns))
     # Only values change on conflict; a key-only table has nothing to update.
     updated = [c for c in columns if c not in key_columns]
     sets = [sql.SQL("{c} = EXCLUDED.{c}").format(c=sql.Identifier(c)) for c in updated]
     action = sql.SQL("UPDATE SET ") + sql.SQL(", ").join(sets) if sets else sql.SQL("NOTHING")
+    if sets and version is not None:
+        # A row is replaced only by a higher version (an event window's next revision).
+        newer = sql.SQL(" WHERE {t}.{v} < EXCLUDED.{v}")
+        action += newer.format(t=_ident(table), v=sql.Identifier(version))
     stmt = sql.SQL("INSERT INTO {} ({}) VALUES ({}) ON CONFLICT ({}) DO {}")
     return stmt.format(_ident(table), _names(columns), values, _names(key_columns), action)
 

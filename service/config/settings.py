@@ -471,6 +471,9 @@ class PostgresSinkSettings(_Model):
     """Columns of the upsert key; empty means plain inserts."""
     column_types: dict[SqlName, str] = Field(default_factory=dict)
     """SQL type of every column (e.g. text, bigint); needed only if dstreams creates the table."""
+    version_column: SqlName | None = None
+    """With key_columns: a row is replaced only by one with a higher value here (e.g. the
+    `revision` of event-time window results, so the table keeps the latest correction)."""
 
     @model_validator(mode="after")
     def _keys_are_columns(self) -> PostgresSinkSettings:
@@ -506,6 +509,7 @@ class PostgresSinkSettings(_Model):
             columns=list(self.columns),
             key_columns=list(self.key_columns) or None,
             column_types=self.column_types or None,
+            version_column=self.version_column,
         )
 
 

@@ -67,7 +67,7 @@ def build_context(settings: Settings) -> StreamingContext:
     Spark is not needed to build it (it comes later, through `attach_spark`), so a driver can
     check the graph against its journal before paying for Spark's start.
     """
-    from service.driver import wiring
+    from service.driver import late_records, wiring
 
     ctx = StreamingContext(
         None,
@@ -81,6 +81,7 @@ def build_context(settings: Settings) -> StreamingContext:
     load_job(settings.job)(ctx)
     if ctx.dead_letters_enabled:
         wiring.add_dead_letter_outputs(settings, ctx)
+    late_records.add_late_record_outputs(settings, ctx)
     if not ctx.outputs:
         msg = f"job {settings.job!r} declared no outputs; call stream.write(name) at least once"
         raise ConfigError(msg)
@@ -159,6 +160,7 @@ class Service:
         ctx = self.ctx = build_context(self.settings)  # closed by run() whatever happens next
         self.observer.lag_source = ctx.consumer_lag
         self.observer.lost_source = ctx.lost_offsets
+        self.observer.stateful_source = ctx.stateful_streams
         if secured:
             check_kafka_permissions(self.settings, ctx)
         return ctx

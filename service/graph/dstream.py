@@ -20,8 +20,9 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
-from service.graph import functions, state_functions
+from service.graph import event_functions, functions, state_functions
 from service.graph.base import RDD, BatchFunction, GraphContext
+from service.graph.event_window import EventTime, EventWindow, event_window_spec
 from service.graph.outputs import ForeachBatchOutput, SinkOutput
 from service.graph.plan import BatchPlan
 from service.graph.state import mapped_state, updated_state
@@ -34,6 +35,7 @@ __all__ = [
     "RDD",
     "BatchFunction",
     "DStream",
+    "EventWindowView",
     "StateView",
     "StatefulDStream",
     "TransformedDStream",
@@ -279,6 +281,55 @@ class DStream:
         stream = StatefulDStream(self, state)
         return StateView(stream, "mapped_with_state", state_functions.mapped_records)
 
+    def reduce_by_key_and_event_window(
+        self,
+        function: Reduce,
+        *,
+        event_time: EventTime,
+        length_ms: int,
+        slide_ms: int | None = None,
+        slack_ms: int,
+        allowed_lateness_ms: int = 0,
+        late: str = "drop",
+        num_partitions: int | None = None,
+    ) -> EventWindowView:
+        """Per key and event-time window `[start, end)`, the reduction of the values whose
+        `event_time(value)` (ms, or "kafka") falls in it, as `WindowResult`s emitted once the
+        watermark (newest event time minus `slack_ms`) reaches `end`, and again with the next
+        revision for each batch of records within `allowed_lateness_ms`; later records are
+        dropped and counted (`late="drop"`) or become dead letters (`late="dead_letter"`).
+        See `service.graph.event_window`."""
+        spec = event_window_spec(
+            event_time, function, None, length_ms, slide_ms, slack_ms, allowed_lateness_ms, late
+        )
+        window = EventWindow(self.ctx, self, spec, self._partitions(num_partitions))
+        return EventWindowView(StatefulDStream(self, window), "event_window_results")
+
+    def count_by_key_and_event_window(
+        self,
+        *,
+        event_time: EventTime,
+        length_ms: int,
+        slide_ms: int | None = None,
+        slack_ms: int,
+        allowed_lateness_ms: int = 0,
+        late: str = "drop",
+        num_partitions: int | None = None,
+    ) -> EventWindowView:
+        """`reduce_by_key_and_event_window` counting the records per key and window."""
+        spec = event_window_spec(
+            event_time,
+            functions.add,
+            state_functions.constant_one,
+            length_ms,
+            slide_ms,
+            slack_ms,
+            allowed_lateness_ms,
+            late,
+        )
+        window = EventWindow(self.ctx, self, spec, self._partitions(num_partitions))
+        return EventWindowView(StatefulDStream(self, window), "event_window_counts")
+
     # --- output operations ----------------------------------------------------------------
 
     def foreach_batch(self, function: BatchFunction, name: str | None = None) -> None:
@@ -415,3 +466,29 @@ def _select_step(
     select: Callable[[Iterable[Any]], Iterator[Any]], rdds: list[RDD], _batch_time: int
 ) -> RDD:
     return rdds[0].mapPartitions(select, preservesPartitioning=True)
+
+
+class EventWindowView(TransformedDStream):
+    """The `WindowResult`s an event-time window emits in each batch (see
+    `service.graph.event_window`), with its late records and a Kafka-keyed form beside."""
+
+    def __init__(self, window: StatefulDStream, kind: str) -> None:
+        step = partial(_emitted_step, event_functions.OUT)
+        super().__init__(window.ctx, [window], kind, step)
+        self.windowed = window
+        self.params["late"] = window.params.get("late")
+
+    def late_records(self) -> DStream:
+        """The `LateRecord`s of `late="dead_letter"` (too late for every window they belong
+        to), each in the batch that read it; the wiring sends them to the dead-letter topic."""
+        step = partial(_emitted_step, event_functions.LATE)
+        return TransformedDStream(self.ctx, [self.windowed], "event_window_late", step)
+
+    def keyed_by_window(self) -> DStream:
+        """`("<key>@<start_ms>", {...})` pairs: a Kafka sink keys each window's revisions alike,
+        so a compacted topic keeps the latest revision of every window."""
+        return self.map(event_functions.keyed_by_window)
+
+
+def _emitted_step(tag: int, rdds: list[RDD], batch_time: int) -> RDD:
+    return rdds[0].mapPartitions(partial(event_functions.emitted_in, batch_time, tag))

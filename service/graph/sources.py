@@ -237,6 +237,11 @@ class KafkaInputDStream(InputDStream):
         """The decoded values of the records that decoded."""
         return self._pipe("values", lambda rdd: rdd.mapPartitions(values_of))
 
+    def records(self) -> DStream:
+        """The `SourceRecord`s that decoded, with their Kafka timestamps (CreateTime or
+        LogAppendTime): what `event_time="kafka"` of an event window reads."""
+        return self._pipe("records", lambda rdd: rdd.filter(_decoded))
+
     def dead_letters(self) -> DStream:
         """The `SourceRecord`s that failed to decode (or whose parse function raised)."""
         return self._pipe("dead_letters", lambda rdd: rdd.filter(_failed))
@@ -323,6 +328,10 @@ def values_of(records: Iterable[Any]) -> Iterator[Any]:
             yield record
         elif record.error is None:
             yield record.value
+
+
+def _decoded(record: Any) -> bool:
+    return not _failed(record)
 
 
 def _failed(record: Any) -> bool:

@@ -26,6 +26,7 @@ from prometheus_client import (
 )
 
 from service import __version__
+from service.observe.event_time_metrics import EventTimeMetrics
 from service.observe.state_metrics import StateMetrics
 
 BATCH_OUTCOMES = ("completed", "failed")
@@ -86,6 +87,7 @@ class Metrics:
         self._declare_sink_client_metrics()
         self._declare_driver_metrics()
         self.state = StateMetrics(self.registry)
+        self.event_time = EventTimeMetrics(self.registry)
         build_info = Gauge(
             "dstreams_build_info",
             "Always 1; the labels name the running dstreams build.",

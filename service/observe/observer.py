@@ -19,10 +19,12 @@ from service.graph.outputs import DEAD_LETTER_SUFFIX
 from service.graph.plan import BatchPlan
 from service.observe import logs
 from service.observe.backpressure import PidGains, RateController
+from service.observe.event_time_metrics import event_time_figures
 from service.observe.metrics import Metrics
 from service.observe.status import StatusBoard
 
 if TYPE_CHECKING:
+    from service.graph.dstream import StatefulDStream
     from service.observe.http import HttpServer
 
 log = logging.getLogger(__name__)
@@ -56,6 +58,8 @@ class Observer:
         self.lag_source: LagSource | None = None
         # Offsets planning skipped (retention), per partition since start; see `_record_lost`.
         self.lost_source: LagSource | None = None
+        # The graph's stateful streams, for event-time figures (watermarks); see engine.
+        self.stateful_source: Callable[[], list[StatefulDStream]] | None = None
         self._lost_seen: dict[tuple[str, int], int] = {}
         self._delays: dict[int, float] = {}
         self._started: dict[int, float] = {}
@@ -134,6 +138,7 @@ class Observer:
         batch_time = outcome.plan.batch_time
         kind = "replayed" if outcome.replayed else "completed"
         self._record_metrics(outcome)
+        self._record_event_time(batch_time)
         outputs = {result.name: result.rows for result in outcome.outputs}
         self.board.batch_finished(
             batch_time, outcome.input_records, outputs, outcome.processing_s, kind
@@ -214,6 +219,17 @@ class Observer:
                 m.batch_step("sink_commit", result.commit_seconds)
             if stamps is not None and result.committed_at is not None and result.rows:
                 m.end_to_end_latency(result.name, result.committed_at - stamps[0] / 1000)
+
+    def _record_event_time(self, batch_time: int) -> None:
+        """Watermarks and window figures of event-time streams, to metrics and the board."""
+        if self.stateful_source is None:
+            return
+        watermarks = {}
+        for stream, (action, figures) in event_time_figures(self.stateful_source()).items():
+            self.metrics.event_time.record(stream, action, figures, batch_time)
+            watermarks[stream] = (figures.watermark_ms, figures.open_windows)
+        if watermarks:
+            self.board.set_watermarks(batch_time, watermarks)
 
     def _record_lost(self, outcome: BatchOutcome) -> None:
         """`dstreams_lost_offsets_total`: offsets skipped when planning (the planner's running

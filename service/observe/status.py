@@ -94,6 +94,7 @@ class StatusBoard:
         self.heartbeat_source = heartbeat_source
         self._totals = {"completed": 0, "failed": 0, "records_in": 0}
         self._checkpoints: list[dict[str, Any]] = []
+        self._watermarks: dict[str, dict[str, Any]] = {}
 
     # --- Reported by the engine ---------------------------------------------------------------
 
@@ -137,6 +138,20 @@ class StatusBoard:
         with self._lock:
             entry = {"batch_time": batch_time, "seconds": round(seconds, 3), "bytes": size}
             self._checkpoints = [*self._checkpoints[-(CHECKPOINTS_SHOWN - 1) :], entry]
+
+    def set_watermarks(
+        self, batch_time: int, streams: Mapping[str, tuple[int | None, int]]
+    ) -> None:
+        """Each event-time stream's `(watermark ms, open windows)` after batch `batch_time`."""
+        with self._lock:
+            self._watermarks = {
+                name: {
+                    "watermark_ms": mark,
+                    "lag_ms": None if mark is None else batch_time - mark,
+                    "open_windows": windows,
+                }
+                for name, (mark, windows) in sorted(streams.items())
+            }
 
     def set_epoch(self, epoch: int) -> None:
         with self._lock:
@@ -186,6 +201,7 @@ class StatusBoard:
                 "now": _iso(int(time.time() * 1000)),
                 "batches": batches,
                 "checkpoints": list(self._checkpoints),
+                "watermarks": dict(self._watermarks),
             }
 
     def _heartbeat_age(self) -> float:

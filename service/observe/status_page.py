@@ -200,7 +200,11 @@ function render(status) {
     card("completed / failed", status.totals.completed + " / " + status.totals.failed,
          status.totals.failed ? "bad" : ""),
     card("avg input rate", num(avg(b => rate(b) || 0), 1) + " /s"),
-    card("avg processing", num(avg(b => b.processing_s), 3) + " s"));
+    card("avg processing", num(avg(b => b.processing_s), 3) + " s"),
+    ...Object.entries(status.watermarks || {}).map(([name, w]) => card(
+      "watermark " + name + " (lag " + num(w.lag_ms === null ? null : w.lag_ms / 1000, 1) +
+        " s, " + w.open_windows + " open windows)",
+      w.watermark_ms === null ? "–" : clock(w.watermark_ms))));
   draw("rate", batches, rate, "#0969da");
   draw("processing", batches, b => b.processing_s, "#8250df", interval);
   drawBreakdown(batches, interval);

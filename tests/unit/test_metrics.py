@@ -36,6 +36,12 @@ EXPECTED = {
     "dstreams_checkpoint_bytes": "histogram",
     "dstreams_last_checkpoint_timestamp_seconds": "gauge",
     "dstreams_state_keys": "gauge",
+    "dstreams_event_watermark_timestamp_seconds": "gauge",
+    "dstreams_event_watermark_lag_seconds": "gauge",
+    "dstreams_event_open_windows": "gauge",
+    "dstreams_event_windows_emitted": "counter",
+    "dstreams_event_corrections": "counter",
+    "dstreams_event_late_records": "counter",
     "dstreams_state_bytes": "gauge",
     "dstreams_recovery_recomputed_batches": "counter",
 }

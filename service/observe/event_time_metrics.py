@@ -1,0 +1,85 @@
+"""Prometheus metrics of event-time windows (registered beside `Metrics`, fed by the observer).
+
+Per event-window stream (label `stream`, bounded by the graph): the watermark as a timestamp and
+its lag behind the latest batch time, the windows held open, and counters of windows emitted,
+corrections (emissions with revision > 0) and late records (label `action`: `drop` or
+`dead_letter`). Figures come from the tasks that merged each batch (an accumulator read by the
+driver), so they cost no Spark job; a batch recomputed during recovery counts again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from service.graph.dstream import StatefulDStream
+from service.graph.event_window import EventTimeFigures, EventWindow
+
+
+def event_time_figures(streams: Iterable[StatefulDStream]) -> dict[str, tuple[str, Any]]:
+    """`{stream label: (late action, figures)}` of the event windows among `streams` that have
+    run a batch in this process."""
+    found: dict[str, tuple[str, Any]] = {}
+    for stream in streams:
+        window = stream.computation
+        if isinstance(window, EventWindow) and window.latest_figures is not None:
+            found[stream.piece_prefix.rstrip("-")] = (window.spec.late, window.latest_figures)
+    return found
+
+
+class EventTimeMetrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        r = registry
+        self._watermark = Gauge(
+            "dstreams_event_watermark_timestamp_seconds",
+            "Event-time watermark (newest event time seen minus the slack), seconds since epoch.",
+            ["stream"],
+            registry=r,
+        )
+        self._lag = Gauge(
+            "dstreams_event_watermark_lag_seconds",
+            "Latest batch time minus the event-time watermark.",
+            ["stream"],
+            registry=r,
+        )
+        self._open = Gauge(
+            "dstreams_event_open_windows", "Event-time windows held open.", ["stream"], registry=r
+        )
+        self._emitted = Counter(
+            "dstreams_event_windows_emitted_total",
+            "Event-time window results emitted (first emissions and corrections).",
+            ["stream"],
+            registry=r,
+        )
+        self._corrections = Counter(
+            "dstreams_event_corrections_total",
+            "Event-time window results emitted again with a higher revision (late records).",
+            ["stream"],
+            registry=r,
+        )
+        self._late = Counter(
+            "dstreams_event_late_records_total",
+            "Records too late for every window they belong to, dropped or sent to dead letters.",
+            ["stream", "action"],
+            registry=r,
+        )
+        self._seen: dict[str, EventTimeFigures] = {}
+
+    def record(self, stream: str, late_action: str, figures: EventTimeFigures, now_ms: int) -> None:
+        """Sets the gauges and adds to the counters what grew since the figures last seen."""
+        before = self._seen.get(stream)
+        if before is not None and before.batch_time >= figures.batch_time:
+            return
+        self._seen[stream] = figures
+        if figures.watermark_ms is not None:
+            self._watermark.labels(stream).set(figures.watermark_ms / 1000)
+            self._lag.labels(stream).set(max(0, now_ms - figures.watermark_ms) / 1000)
+        self._open.labels(stream).set(figures.open_windows)
+        totals = (figures.emitted, figures.corrections, figures.late)
+        previous = (before.emitted, before.corrections, before.late) if before else (0, 0, 0)
+        grown = [now - then for now, then in zip(totals, previous, strict=True)]
+        self._emitted.labels(stream).inc(max(0, grown[0]))
+        self._corrections.labels(stream).inc(max(0, grown[1]))
+        self._late.labels(stream, late_action).inc(max(0, grown[2]))
