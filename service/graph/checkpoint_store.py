@@ -1,4 +1,4 @@
-"""The checkpoint store: state RDDs written as data (JSON lines), one file per partition.
+"""The checkpoint store: state RDDs written as data (JSON), one file per partition.
 
 Layout under the store's root (`checkpoint.path`, a path every executor sees)::
 
@@ -8,10 +8,13 @@ A *piece* is one RDD a stateful stream needs to carry on (its state, a window's 
 per-batch results, the previous window). Each task writes its partition to a temporary name,
 fsyncs and renames it, and reports a SHA-256 of the bytes; the driver then writes the piece's
 manifest the same way. Only when every manifest is durable does the driver journal
-`checkpoint(t, refs)` (see `service.driver.checkpoints`). Nothing here pickles: keys and values
-are JSON with tags for the Python types JSON lacks, so a new build (or a changed job function)
-reads old checkpoints. State may hold None, bool, int, float, str, bytes, and lists, tuples,
-dicts, sets and frozensets of those; any other type is refused when the checkpoint is written.
+`checkpoint(t, refs)` (see `service.driver.checkpoints`). A part file is UTF-8 JSON lines: in
+format version 2 (written now) each line is an array of up to `CHUNK_RECORDS` records, in
+version 1 (still read) a single record; the manifest says which, and a newer version is
+refused. Nothing here pickles: keys and values are JSON with tags for the Python types JSON
+lacks, so a new build (or a changed job function) reads old checkpoints. State may hold None,
+bool, int, float, str, bytes, and lists, tuples, dicts, sets and frozensets of those; any other
+type is refused when the checkpoint is written.
 
 The functions that run on executors are plain top-level functions with no Spark import.
 """
@@ -32,8 +35,13 @@ from typing import Any
 from service.errors import DStreamsError
 
 MANIFEST = "_manifest.json"
+FORMAT_VERSION = 2
+"""Version of the part-file layout written now; 1 (a record per line) is still read."""
+READABLE_VERSIONS = (1, 2)
+CHUNK_RECORDS = 4096
 FORMATS = ("state", "pairs", "rows")
 _SIMPLE = (str, int, float, bool, type(None))
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 
 
 class CheckpointError(DStreamsError):
@@ -88,27 +96,87 @@ def decode_value(data: Any) -> Any:
     raise CheckpointError(msg)
 
 
-def encode_row(fmt: str, row: Any) -> str:
-    """One record as a JSON line: `[key, value, touched]` (state), `[key, value]`, or a row."""
+def encode_record(fmt: str, row: Any) -> Any:
+    """One record as JSON data: `[key, value, touched]` (state), `[key, value]`, or a row.
+    Keys and values of the simple JSON types (the common case) skip `encode_value`."""
     if fmt == "state":
         key, (_kind, value, touched) = row
-        data: Any = [encode_value(key), encode_value(value), touched]
-    elif fmt == "pairs":
-        data = [encode_value(row[0]), encode_value(row[1])]
-    else:
-        data = encode_value(row)
-    return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+        if type(key) not in _SIMPLE:
+            key = encode_value(key)
+        if type(value) not in _SIMPLE:
+            value = encode_value(value)
+        return [key, value, touched]
+    if fmt == "pairs":
+        key, value = row
+        if type(key) not in _SIMPLE:
+            key = encode_value(key)
+        if type(value) not in _SIMPLE:
+            value = encode_value(value)
+        return [key, value]
+    return encode_value(row)
+
+
+def decode_record(fmt: str, data: Any, keep: int) -> Any:
+    """Inverse of `encode_record`; `keep` is the state kind a restored record takes."""
+    if fmt == "state":
+        key, value, touched = data
+        if type(key) not in _SIMPLE:
+            key = decode_value(key)
+        if type(value) not in _SIMPLE:
+            value = decode_value(value)
+        return (key, (keep, value, int(touched)))
+    if fmt == "pairs":
+        key, value = data
+        if type(key) not in _SIMPLE:
+            key = decode_value(key)
+        if type(value) not in _SIMPLE:
+            value = decode_value(value)
+        return (key, value)
+    return decode_value(data)
+
+
+def encode_row(fmt: str, row: Any) -> str:
+    """One record as a JSON line (the version 1 layout: one record per line)."""
+    return _ENCODER.encode(encode_record(fmt, row))
 
 
 def decode_row(fmt: str, line: str) -> Any:
+    """Inverse of `encode_row`."""
+    from service.graph.state_functions import KEEP
+
+    return decode_record(fmt, json.loads(line), KEEP)
+
+
+def encode_chunk(fmt: str, rows: list[Any]) -> bytes:
+    """Up to `CHUNK_RECORDS` records as one JSON array on one line (the version 2 layout): one
+    encoder call per chunk instead of per record is what makes large state cheap to write."""
+    return (_ENCODER.encode([encode_record(fmt, row) for row in rows]) + "\n").encode()
+
+
+def decode_chunk(fmt: str, line: str | bytes) -> list[Any]:
+    """Inverse of `encode_chunk`."""
     from service.graph.state_functions import KEEP
 
     data = json.loads(line)
+    if type(data) is not list:
+        msg = f"checkpoint chunk holds a {type(data).__name__}; expected a JSON array of records"
+        raise CheckpointError(msg)
     if fmt == "state":
-        return (decode_value(data[0]), (KEEP, decode_value(data[1]), int(data[2])))
-    if fmt == "pairs":
-        return (decode_value(data[0]), decode_value(data[1]))
-    return decode_value(data)
+        return _decode_state_chunk(data, KEEP)
+    return [decode_record(fmt, item, KEEP) for item in data]
+
+
+def _decode_state_chunk(data: list[Any], keep: int) -> list[Any]:
+    """`decode_record` of a chunk of state records, inlined: this loop runs once per key when
+    a large state is restored."""
+    rows = []
+    for key, value, touched in data:
+        if type(key) not in _SIMPLE:
+            key = decode_value(key)  # noqa: PLW2901 - the decoded key replaces its encoding
+        if type(value) not in _SIMPLE:
+            value = decode_value(value)  # noqa: PLW2901 - likewise
+        rows.append((key, (keep, value, int(touched))))
+    return rows
 
 
 # --- executor side -------------------------------------------------------------------------------
@@ -121,8 +189,9 @@ def part_name(index: int) -> str:
 def write_partition(
     directory: str, fmt: str, index: int, rows: Iterable[Any]
 ) -> Iterator[tuple[int, int, int, str]]:
-    """Writes one partition to a temporary name, fsyncs, renames; `(index, records, bytes,
-    sha256)`. A retried or speculative task writes the same bytes to the same final name."""
+    """Writes one partition (format version 2: chunks of records, one per line) to a temporary
+    name, fsyncs, renames; `(index, records, bytes, sha256)`. A retried or speculative task
+    writes the same bytes to the same final name."""
     folder = Path(directory)
     folder.mkdir(parents=True, exist_ok=True)
     final = folder / part_name(index)
@@ -130,11 +199,11 @@ def write_partition(
     digest = hashlib.sha256()
     records = size = 0
     with temp.open("wb") as out:
-        for row in rows:
-            line = (encode_row(fmt, row) + "\n").encode()
+        for chunk in _chunks(rows):
+            line = encode_chunk(fmt, chunk)
             out.write(line)
             digest.update(line)
-            records += 1
+            records += len(chunk)
             size += len(line)
         out.flush()
         os.fsync(out.fileno())
@@ -142,12 +211,29 @@ def write_partition(
     yield (index, records, size, digest.hexdigest())
 
 
-def read_partition(directory: str, fmt: str, pairs: Iterable[Any]) -> Iterator[Any]:
-    """Reads the part files named by the partition numbers in `pairs` (one per task)."""
+def _chunks(rows: Iterable[Any]) -> Iterator[list[Any]]:
+    chunk: list[Any] = []
+    for row in rows:
+        chunk.append(row)
+        if len(chunk) == CHUNK_RECORDS:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def read_partition(
+    directory: str, fmt: str, pairs: Iterable[Any], version: int = FORMAT_VERSION
+) -> Iterator[Any]:
+    """Reads the part files named by the partition numbers in `pairs` (one per task), in the
+    layout of format `version` (1: a record per line; 2: a chunk of records per line)."""
     for index, _ in pairs:
-        with (Path(directory) / part_name(index)).open(encoding="utf-8") as lines:
+        with (Path(directory) / part_name(index)).open("rb") as lines:
             for line in lines:
-                yield decode_row(fmt, line)
+                if version == 1:
+                    yield decode_row(fmt, line.decode("utf-8"))
+                else:
+                    yield from decode_chunk(fmt, line)
 
 
 # --- manifests and the store ---------------------------------------------------------------------
@@ -162,6 +248,8 @@ class PieceManifest:
     records: tuple[int, ...]
     sizes: tuple[int, ...]
     sha256: tuple[str, ...]
+    version: int = FORMAT_VERSION
+    """Layout of the part files (see `read_partition`)."""
 
     @property
     def total_records(self) -> int:
@@ -173,7 +261,7 @@ class PieceManifest:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "v": 1,
+            "v": self.version,
             "format": self.fmt,
             "partitions": self.partitions,
             "records": list(self.records),
@@ -183,12 +271,21 @@ class PieceManifest:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> PieceManifest:
+        version = int(data.get("v", 1))
+        if version not in READABLE_VERSIONS:
+            msg = (
+                f"checkpoint manifest has format version {version}; this dstreams reads "
+                f"versions {', '.join(map(str, READABLE_VERSIONS))}. It was written by a newer "
+                "dstreams: run that version, or start the job under a new app id and journal."
+            )
+            raise CheckpointError(msg)
         return cls(
             str(data["format"]),
             int(data["partitions"]),
             tuple(int(n) for n in data["records"]),
             tuple(int(n) for n in data["sizes"]),
             tuple(str(h) for h in data["sha256"]),
+            version,
         )
 
     @classmethod
@@ -289,7 +386,7 @@ class CheckpointStore:
         """
         count = manifest.partitions
         numbers = sc.parallelize([(p, None) for p in range(count)], count)
-        read = partial(read_partition, str(self.path(ref)), manifest.fmt)
+        read = partial(read_partition, str(self.path(ref)), manifest.fmt, version=manifest.version)
         if manifest.fmt == "rows":
             # Unkeyed rows (a plain window's batches) carry no partitioner, like the originals.
             return numbers.mapPartitions(read)

@@ -7,8 +7,8 @@ the previous state and the batch's values, shuffled into the same partitioning, 
 partition by partition (no shuffle of the state) and merged by a plain function of
 `service.graph.state_functions`. Only the latest state stays persisted: the one before it is
 released once a job has materialized the latest (see `stateful.release_superseded`), and a
-checkpoint replaces the latest by its copy read back from the checkpoint store, which cuts the
-lineage.
+checkpoint replaces the latest by its copy read back from the checkpoint store (not persisted:
+the next batch reads it once), which cuts the lineage.
 
 Timeouts are measured in batch time: a key is idle since the batch of its last value.
 """
@@ -106,7 +106,10 @@ class KeyedState(StatefulComputation):
     def restore(self, batch_time: int, pieces: dict[str, RDD]) -> None:
         for _, rdd in self._states:
             release(rdd)
-        self._states = [(batch_time, persist(pieces["state"]))]
+        # Not persisted: only the next batch's merge reads it (its result is persisted), and
+        # reading the checkpoint's files again costs less than serializing every key into the
+        # block store once more.
+        self._states = [(batch_time, pieces["state"])]
         self._may_have_state = True
 
 

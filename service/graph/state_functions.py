@@ -156,20 +156,65 @@ def update_state_partition(
     update: UpdateFunction, batch_time: int, rows: Iterable[Any]
 ) -> Iterator[tuple[Any, StateEntry]]:
     """`update_state_by_key` over one partition: `update(new_values, state)` for every key with
-    new values or state; None removes the key."""
-    states, news = split_partition(rows)
-    for key in keys_in_order(states, news):
-        old = states.get(key)
-        values = ordered_values(news.get(key))
-        new = update(values, old[0] if old is not None else None)
-        if new is None:
+    new values or state; None removes the key. Keys come out as `keys_in_order` puts them.
+
+    Most keys of a large state get no value in a batch; they take a short path (no value list
+    to sort, no lookup of a second dict), since this loop runs once per key per batch."""
+    states, news = _entries_and_news(rows)
+    for key, (_kind, old, touched) in states.items():
+        tagged = news.pop(key, None)
+        if tagged is None:
+            new = update([], old)
+            if new is not None:
+                yield (key, (KEEP if _same(new, old) else CHANGED, new, touched))
             continue
-        touched = batch_time if values or old is None else old[1]
-        changed = old is None or not _same(new, old[0])
-        yield (key, (CHANGED if changed else KEEP, new, touched))
+        new = update(_values_in_order(tagged), old)
+        if new is not None:
+            yield (key, (KEEP if _same(new, old) else CHANGED, new, batch_time))
+    for key, tagged in sorted(news.items(), key=_first_arrival):
+        new = update(_values_in_order(tagged), None)
+        if new is not None:
+            yield (key, (CHANGED, new, batch_time))
+
+
+def _entries_and_news(
+    rows: Iterable[tuple[Any, tuple[Any, ...]]],
+) -> tuple[dict[Any, tuple[Any, ...]], dict[Any, list[tuple[Any, ...]]]]:
+    """Like `split_partition`, but keeping the records' entries as they are (no tuple is
+    rebuilt per key): old state entries by key, and each key's `NEW` entries."""
+    states: dict[Any, tuple[Any, ...]] = {}
+    news: dict[Any, list[tuple[Any, ...]]] = {}
+    for key, entry in rows:
+        kind = entry[0]
+        if kind == NEW:
+            tagged = news.get(key)
+            if tagged is None:
+                news[key] = [entry]
+            else:
+                tagged.append(entry)
+        elif kind != OUTPUT:
+            states[key] = entry
+    return states, news
+
+
+def _values_in_order(tagged: list[tuple[Any, ...]]) -> list[Any]:
+    """The values of a key's `NEW` entries, by (input partition, position)."""
+    if len(tagged) > 1:
+        tagged.sort(key=_arrival)
+    return [entry[3] for entry in tagged]
+
+
+def _arrival(entry: tuple[Any, ...]) -> tuple[int, int]:
+    return (entry[1], entry[2])
+
+
+def _first_arrival(item: tuple[Any, list[tuple[Any, ...]]]) -> tuple[int, int]:
+    return min(_arrival(entry) for entry in item[1])
 
 
 def _same(left: Any, right: Any) -> bool:
+    if left is right:
+        return True
     try:
         return bool(left is right or left == right)
     except Exception:  # noqa: BLE001 - an odd __eq__ only costs a "changed" mark

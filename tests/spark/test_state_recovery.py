@@ -7,6 +7,7 @@ the interrupted drivers."""
 
 from __future__ import annotations
 
+import json
 import operator
 import random
 import shutil
@@ -155,8 +156,10 @@ def test_checkpoint_holds_data_not_code(sc: Any, tmp_path: Path) -> None:
     driver.recover()
     driver.run(0, 3)
     state_piece = next(p for p in driver.store.root.rglob("*update_state_by_key-state"))
-    rows = sorted(
+    # Each line of a part file is a JSON array of `[key, state, touched]` records.
+    lines = [
         line for part in state_piece.glob("part-*.jsonl") for line in part.read_text().splitlines()
-    )
+    ]
+    rows = sorted(record for line in lines for record in json.loads(line))
     batch = FIRST_BATCH_MS
-    assert rows == [f'["a",1,{batch}]', f'["b",2,{batch}]', f'["c",1,{batch + 1000}]']
+    assert rows == [["a", 1, batch], ["b", 2, batch], ["c", 1, batch + 1000]]

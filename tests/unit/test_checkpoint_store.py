@@ -11,6 +11,8 @@ from click.testing import CliRunner
 
 from service.cli.checkpoint import checkpoint
 from service.graph.checkpoint_store import (
+    CHUNK_RECORDS,
+    FORMAT_VERSION,
     MANIFEST,
     CheckpointError,
     CheckpointStore,
@@ -19,6 +21,7 @@ from service.graph.checkpoint_store import (
     decode_value,
     encode_row,
     encode_value,
+    read_partition,
     write_partition,
 )
 from service.graph.state_functions import KEEP
@@ -91,3 +94,33 @@ def test_cli_show_and_verify(tmp_path: Path) -> None:
     damaged = CliRunner().invoke(checkpoint, ["verify", *args])
     assert damaged.exit_code == 1
     assert "no usable checkpoint" in damaged.output
+
+
+def test_parts_hold_chunks_of_records_and_read_back_in_order(tmp_path: Path) -> None:
+    rows = [
+        (f"k{i}", (KEEP, (i, "x") if i % 3 else i, 1_000 + i)) for i in range(CHUNK_RECORDS + 5)
+    ]
+    index, records, size, _ = next(write_partition(str(tmp_path), "state", 0, rows))
+    assert (index, records) == (0, len(rows))
+    lines = (tmp_path / "part-00000.jsonl").read_bytes().splitlines()
+    assert len(lines) == 2 and size == sum(len(line) + 1 for line in lines)
+    assert list(read_partition(str(tmp_path), "state", [(0, None)])) == rows
+
+
+def test_version_1_parts_a_record_per_line_still_read(tmp_path: Path) -> None:
+    rows = [("a", (KEEP, {"n": 1}, 5)), (("b", 2), (KEEP, [1, 2], 6))]
+    (tmp_path / "part-00000.jsonl").write_text("".join(encode_row("state", r) + "\n" for r in rows))
+    manifest = PieceManifest.from_json({"v": 1, "format": "state", "partitions": 1,
+                                        "records": [2], "sizes": [0], "sha256": ["x"]})  # fmt: skip
+    assert manifest.version == 1
+    read = read_partition(str(tmp_path), "state", [(0, None)], manifest.version)
+    assert list(read) == rows
+
+
+def test_a_manifest_of_a_newer_format_is_refused_with_what_to_do(tmp_path: Path) -> None:
+    store = CheckpointStore(tmp_path)
+    write_piece(store, "5000/s1-x", [[("a", 1)]])
+    path = store.path("5000/s1-x") / MANIFEST
+    path.write_text(json.dumps({**json.loads(path.read_text()), "v": FORMAT_VERSION + 1}))
+    with pytest.raises(CheckpointError, match=r"format version 3; .*written by a newer dstreams"):
+        store.verify("5000/s1-x")
