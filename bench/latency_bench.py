@@ -22,7 +22,8 @@ With ``--write-from driver,executors`` the dstreams passes run once per placemen
 sink's transactions (`sinks.kafka`, ``write_from``), in the same run against the same raw loop.
 
 Usage: python bench/latency_bench.py [--lines N] [--rate LINES_PER_S] [--seconds S]
-       [--write-from auto|driver|executors[,...]] [--batch-lines N] [--no-structured]
+       [--write-from auto|driver|executors[,...]] [--batch-lines N]
+       [--shuffle-partitions N] [--no-structured]
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ WORDS_PER_LINE = 8
 INTERVAL_MS = 1000
 # The back-to-back batch size of the capacity pass: about what the raw loop reads in 1 s here.
 CAPACITY_BATCH_LINES = 250_000
+# Partitions of the word count's shuffle (the output's tasks); --shuffle-partitions changes it.
+SHUFFLE_PARTITIONS = PARTITIONS
 # One line in this many carries its produce time; at 100,000 lines/s that is 1,000 samples/s.
 STAMP_EVERY = 100
 # Latency samples of the first seconds (Spark's first jobs, the first transactions) are left out.
@@ -193,7 +196,9 @@ def word_count(
     sc: Any, bootstrap: str, topic: str, workdir: Path, batch_lines: int | None, write_from: Any
 ) -> Any:
     """The example word count to a Kafka sink; returns (lifecycle, context, journal, output)."""
-    ctx = StreamingContext(sc, "bench-" + workdir.name, INTERVAL_MS, default_partitions=PARTITIONS)
+    ctx = StreamingContext(
+        sc, "bench-" + workdir.name, INTERVAL_MS, default_partitions=SHUFFLE_PARTITIONS
+    )
     ctx.input_counters = sc.accumulator({}, CountersParam())
     lines = ctx.kafka_stream(
         "lines",
@@ -414,7 +419,7 @@ def measure_raw_latency(bootstrap: str, topic: str, rate: int, seconds: float) -
 
 
 def main() -> int:
-    global CAPACITY_BATCH_LINES  # one setting for every pass of this run
+    global CAPACITY_BATCH_LINES, SHUFFLE_PARTITIONS  # one setting for every pass of this run
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lines", type=int, default=1_000_000)
     parser.add_argument("--rate", type=int, default=100_000, help="lines/s of the latency runs")
@@ -428,10 +433,12 @@ def main() -> int:
         default=CAPACITY_BATCH_LINES,
         help="lines per back-to-back batch of the capacity passes (fewer: more batches measured)",
     )
+    parser.add_argument("--shuffle-partitions", type=int, default=PARTITIONS)
     parser.add_argument("--no-structured", action="store_true", help="skip Structured Streaming")
     args = parser.parse_args()
     placements = args.write_from.split(",")
     CAPACITY_BATCH_LINES = args.batch_lines
+    SHUFFLE_PARTITIONS = args.shuffle_partitions
 
     from wordcount_bench import preload
 
