@@ -18,7 +18,12 @@ so read the ratios, not the absolute figures.
    read_committed reader of the output takes now minus that time as the record's end-to-end
    latency. dstreams runs batches on its 1 s interval, as the service's scheduler does.
 
+With ``--write-from driver,executors`` the dstreams passes run once per placement of the Kafka
+sink's transactions (`sinks.kafka`, ``write_from``), in the same run against the same raw loop.
+
 Usage: python bench/latency_bench.py [--lines N] [--rate LINES_PER_S] [--seconds S]
+       [--write-from auto|driver|executors[,...]] [--batch-lines N]
+       [--shuffle-partitions N] [--no-structured]
 """
 
 from __future__ import annotations
@@ -51,6 +56,8 @@ WORDS_PER_LINE = 8
 INTERVAL_MS = 1000
 # The back-to-back batch size of the capacity pass: about what the raw loop reads in 1 s here.
 CAPACITY_BATCH_LINES = 250_000
+# Partitions of the word count's shuffle (the output's tasks); --shuffle-partitions changes it.
+SHUFFLE_PARTITIONS = PARTITIONS
 # One line in this many carries its produce time; at 100,000 lines/s that is 1,000 samples/s.
 STAMP_EVERY = 100
 # Latency samples of the first seconds (Spark's first jobs, the first transactions) are left out.
@@ -185,9 +192,13 @@ def steady_rate(batches: list[tuple[int, float]]) -> float:
     return sum(n for n, _ in full[1:]) / (full[-1][1] - full[0][1])
 
 
-def word_count(sc: Any, bootstrap: str, topic: str, workdir: Path, batch_lines: int | None) -> Any:
+def word_count(
+    sc: Any, bootstrap: str, topic: str, workdir: Path, batch_lines: int | None, write_from: Any
+) -> Any:
     """The example word count to a Kafka sink; returns (lifecycle, context, journal, output)."""
-    ctx = StreamingContext(sc, "bench-" + workdir.name, INTERVAL_MS, default_partitions=PARTITIONS)
+    ctx = StreamingContext(
+        sc, "bench-" + workdir.name, INTERVAL_MS, default_partitions=SHUFFLE_PARTITIONS
+    )
     ctx.input_counters = sc.accumulator({}, CountersParam())
     lines = ctx.kafka_stream(
         "lines",
@@ -197,7 +208,7 @@ def word_count(sc: Any, bootstrap: str, topic: str, workdir: Path, batch_lines: 
         max_rate_per_partition=batch_lines // PARTITIONS if batch_lines else None,
     ).values()
     out = f"{topic}-{workdir.name}"
-    sink = KafkaSink({"bootstrap.servers": bootstrap}, out, PARTITIONS)
+    sink = KafkaSink({"bootstrap.servers": bootstrap}, out, PARTITIONS, write_from=write_from)
     lines.map_partitions(count_words).reduce_by_key(add).write("counts", sink)
     journal = FileJournal(workdir / "journal")
     lifecycle = BatchLifecycle(ctx, JournalLog(journal, journal.open(), ctx.graph_json()))
@@ -205,9 +216,13 @@ def word_count(sc: Any, bootstrap: str, topic: str, workdir: Path, batch_lines: 
     return lifecycle, ctx, journal, out
 
 
-def dstreams_capacity(sc: Any, bootstrap: str, topic: str, workdir: Path) -> tuple[float, Any]:
+def dstreams_capacity(
+    sc: Any, bootstrap: str, topic: str, workdir: Path, write_from: Any
+) -> tuple[float, Any]:
     """Back-to-back batches until the topic is drained: steady records/s and the outcomes."""
-    lifecycle, ctx, journal, _ = word_count(sc, bootstrap, topic, workdir, CAPACITY_BATCH_LINES)
+    lifecycle, ctx, journal, _ = word_count(
+        sc, bootstrap, topic, workdir, CAPACITY_BATCH_LINES, write_from
+    )
     batches: list[tuple[int, float]] = []
     outcomes = []
     batch_time = 1_000_000
@@ -303,20 +318,30 @@ def breakdown_summary(label: str, outcomes: list[Any]) -> None:
     )
 
 
-def measure_capacity(sc: Any, bootstrap: str, topic: str, lines: int, tmp: Path) -> float:
-    """Prints the capacity ratio; returns dstreams' steady records/s."""
+def measure_raw_capacity(bootstrap: str, topic: str, lines: int) -> float:
     raw = raw_loop(bootstrap, topic, topic + "-raw", lambda seen: seen >= lines)
     raw_rate = steady_rate(raw)
     print(f"raw exactly-once loop (confluent-kafka, 1 s transactions): {raw_rate:>9,.0f} records/s")
-    dstreams_capacity(sc, bootstrap, topic, tmp / "warm-up")  # JIT, Python workers, producers
-    rate, outcomes = dstreams_capacity(sc, bootstrap, topic, tmp / "capacity")
-    print(f"dstreams word count (kafka sink, exactly-once):            {rate:>9,.0f} records/s")
+    return raw_rate
+
+
+def measure_capacity(
+    sc: Any, bootstrap: str, topic: str, raw_rate: float, tmp: Path, write_from: str
+) -> float:
+    """Prints the capacity ratio; returns dstreams' steady records/s."""
+    label = f"[write_from={write_from}] "
+    # JIT, Python workers, producers
+    dstreams_capacity(sc, bootstrap, topic, tmp / f"warm-up-{write_from}", write_from)
+    rate, outcomes = dstreams_capacity(
+        sc, bootstrap, topic, tmp / f"capacity-{write_from}", write_from
+    )
+    print(f"{label}dstreams word count (kafka sink, exactly-once): {rate:>9,.0f} records/s")
     print(
-        f"capacity ratio (kafka sink, exactly-once): {rate / raw_rate:.2f} of the raw "
+        f"{label}capacity ratio (kafka sink, exactly-once): {rate / raw_rate:.2f} of the raw "
         "exactly-once loop",
         flush=True,
     )
-    breakdown_summary("capacity pass:", outcomes)
+    breakdown_summary(f"{label}capacity pass:", outcomes)
     return rate
 
 
@@ -340,12 +365,14 @@ def measure_structured(bootstrap: str, topic: str, lines: int, dstreams_rate: fl
 
 
 def measure_dstreams_latency(
-    sc: Any, bootstrap: str, topic: str, rate: int, seconds: float, tmp: Path
+    sc: Any, bootstrap: str, topic: str, rate: int, seconds: float, tmp: Path, write_from: str
 ) -> None:
     from service.dev.brokers import create_topic
 
+    topic = f"{topic}-{write_from}"
     create_topic(bootstrap, topic, partitions=PARTITIONS)
-    lifecycle, ctx, journal, out = word_count(sc, bootstrap, topic, tmp / "latency", None)
+    workdir = tmp / f"latency-{write_from}"
+    lifecycle, ctx, journal, out = word_count(sc, bootstrap, topic, workdir, None, write_from)
     reader = LatencyReader(bootstrap, out)
     reader.start()
     stop = threading.Event()
@@ -363,9 +390,10 @@ def measure_dstreams_latency(
     reader.join()
     ctx.close()
     journal.close()
-    print_latency("", rate, achieved, latencies(reader.samples, since))
+    label = f"[write_from={write_from}] "
+    print_latency(label, rate, achieved, latencies(reader.samples, since))
     steady = [o for o in outcomes if o.plan.batch_time / 1000 >= since and o.input_records]
-    breakdown_summary("latency pass:", steady)
+    breakdown_summary(f"{label}latency pass:", steady)
 
 
 def measure_raw_latency(bootstrap: str, topic: str, rate: int, seconds: float) -> None:
@@ -391,11 +419,26 @@ def measure_raw_latency(bootstrap: str, topic: str, rate: int, seconds: float) -
 
 
 def main() -> int:
+    global CAPACITY_BATCH_LINES, SHUFFLE_PARTITIONS  # one setting for every pass of this run
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lines", type=int, default=1_000_000)
     parser.add_argument("--rate", type=int, default=100_000, help="lines/s of the latency runs")
     parser.add_argument("--seconds", type=float, default=20.0, help="length of each latency run")
+    parser.add_argument(
+        "--write-from", default="auto", help="comma-separated Kafka-sink placements to compare"
+    )
+    parser.add_argument(
+        "--batch-lines",
+        type=int,
+        default=CAPACITY_BATCH_LINES,
+        help="lines per back-to-back batch of the capacity passes (fewer: more batches measured)",
+    )
+    parser.add_argument("--shuffle-partitions", type=int, default=PARTITIONS)
+    parser.add_argument("--no-structured", action="store_true", help="skip Structured Streaming")
     args = parser.parse_args()
+    placements = args.write_from.split(",")
+    CAPACITY_BATCH_LINES = args.batch_lines
+    SHUFFLE_PARTITIONS = args.shuffle_partitions
 
     from wordcount_bench import preload
 
@@ -408,10 +451,16 @@ def main() -> int:
         print(f"preloading {args.lines:,} lines into {topic} ...", flush=True)
         preload(bootstrap, topic, args.lines)
         sc = create_spark_context("dstreams-latency-bench", "local[2]")
-        rate = measure_capacity(sc, bootstrap, topic, args.lines, Path(tmp))
-        measure_dstreams_latency(sc, bootstrap, topic + "-d", args.rate, args.seconds, Path(tmp))
+        raw_rate = measure_raw_capacity(bootstrap, topic, args.lines)
+        rates = [measure_capacity(sc, bootstrap, topic, raw_rate, Path(tmp), w) for w in placements]
+        for write_from in placements:
+            latency_topic = topic + "-d"
+            measure_dstreams_latency(
+                sc, bootstrap, latency_topic, args.rate, args.seconds, Path(tmp), write_from
+            )
         sc.stop()
-        measure_structured(bootstrap, topic, args.lines, rate)
+        if not args.no_structured:
+            measure_structured(bootstrap, topic, args.lines, max(rates))
         measure_raw_latency(bootstrap, topic + "-r", args.rate, args.seconds)
     return 0
 

@@ -30,6 +30,15 @@ null value (a tombstone). A word count's ``("word", 3)`` becomes key ``b"word"``
 
 Placement is stable across replays: keyed rows go where the Java client would put them (murmur2);
 rows without a key go to output partition ``p % partitions``.
+
+Where the writes run is ``write_from``: ``"executors"`` (the tasks, as above), ``"driver"`` (the
+driver collects each partition and runs the same ``write``, keeping one long-lived producer per
+transactional.id in its own process), or ``"auto"``, the default: the driver when the running
+SparkContext's master is ``local``/``local[...]``, else the executors. In local mode task ``p``
+lands on whichever Python worker is idle, so on executors a producer would be fenced by another
+worker's and re-initialised (0.5-1 s) in most batches; the driver's producers never move. The
+fencing is the same on both paths (docs/architecture.md, "Exactly-once"): a new driver's
+``init_transactions()`` fences a zombie driver's producers as it fences a zombie task's.
 """
 
 from __future__ import annotations
@@ -70,11 +79,15 @@ from sinks.kafka_producers import (
     client_settings,
     close_producers,
     discard_producer,
+    open_producers,
+    spark_master_is_local,
     transactional_producer,
 )
 
 Serializer = Literal["json", "utf-8", "bytes"]
 SERIALIZERS: tuple[Serializer, ...] = ("json", "utf-8", "bytes")
+WriteFrom = Literal["auto", "driver", "executors"]
+WRITE_FROM: tuple[WriteFrom, ...] = ("auto", "driver", "executors")
 # The sink sets these itself; another value would break fencing or atomicity. (The marker reader
 # overrides consumer settings such as isolation.level, so a source's settings may be shared.)
 RESERVED_SETTINGS = frozenset(
@@ -111,10 +124,8 @@ class KafkaSink:
     ``dstreams.markers.<app>.<output>`` and must not be shared between outputs; it needs a partition
     per task of the output: ``marker_partitions``, by default ``partitions``. The sink pickles as
     configuration only; clients live in per-process caches (`sinks.kafka_producers`,
-    `sinks.kafka_markers`).
+    `sinks.kafka_markers`). ``write_from`` says which processes write (see the module docstring).
     """
-
-    writes_on_driver = False
 
     def __init__(
         self,
@@ -127,8 +138,12 @@ class KafkaSink:
         serializer: Serializer = "json",
         marker_partitions: int | None = None,
         avro: AvroOutput | None = None,
+        write_from: WriteFrom = "auto",
     ) -> None:
         _check_settings(conf, partitions, replication_factor, transaction_timeout_ms, serializer)
+        if write_from not in WRITE_FROM:
+            msg = f"write_from must be one of {', '.join(WRITE_FROM)}, got {write_from!r}"
+            raise ConfigError(msg)
         check_topic_name(topic, "output topic")
         if marker_topic is not None:
             check_topic_name(marker_topic, "marker topic")
@@ -142,6 +157,14 @@ class KafkaSink:
         self.serializer: Serializer = serializer
         # Avro values (and keys) instead of `serializer`; schema ids are fixed in `setup`.
         self.avro = avro
+        self.write_from: WriteFrom = write_from
+
+    @property
+    def writes_on_driver(self) -> bool:
+        """Whether the driver runs `write` (asked on the driver, once per batch)."""
+        if self.write_from == "auto":
+            return spark_master_is_local()
+        return self.write_from == "driver"
 
     @staticmethod
     def transactional_id(app: str, output: str, partition: int) -> str:
@@ -167,7 +190,9 @@ class KafkaSink:
     # -- driver --
 
     def setup(self, app: str, output: str) -> None:
-        """Check the transaction timeout, then create the output and marker topics if missing."""
+        """Check the transaction timeout, create the output and marker topics if missing, and
+        when the driver writes, open its producers (the engine calls this once it holds the
+        journal's epoch, so fencing the previous driver's producers is what it must do)."""
         marker_topic = self.marker_topic_for(app, output)
         admin = AdminClient(client_settings(self.conf))
         limit = broker_transaction_limit(admin)
@@ -185,6 +210,14 @@ class KafkaSink:
         # Growing the marker topic is safe: task p uses marker partition p whatever the count.
         markers = TopicSpec(marker_topic, self.marker_partitions, rf, MARKER_TOPIC_CONFIG)
         ensure_topic(admin, markers, MARKER_TOPIC, "grow")
+        if self.writes_on_driver:
+            self.open_driver_producers(app, output)
+
+    def open_driver_producers(self, app: str, output: str) -> None:
+        """The driver's producers of every marker partition, initialized side by side now
+        rather than one by one in the first batch (see `sinks.kafka_producers.open_producers`)."""
+        keys = [BatchKey(app, output, 0, p) for p in range(self.marker_partitions)]
+        open_producers([self.producer_settings(key) for key in keys])
 
     def commit(self, app: str, output: str, batch_time: int, partitions: int) -> None:
         """Raise `SinkError` unless every partition's last committed marker is `>= batch_time`."""

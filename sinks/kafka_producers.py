@@ -15,6 +15,8 @@ import os
 import tempfile
 import uuid
 import warnings
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -153,12 +155,35 @@ _PRODUCERS: ProcessCache[ConfKey, TransactionalProducer] = ProcessCache(
 def transactional_producer(settings: dict[str, Any]) -> TransactionalProducer:
     """This process's producer for `settings` (which include its transactional.id)."""
 
-    def create() -> TransactionalProducer:
-        producer = TransactionalProducer(settings)
-        OWNERS.claim(settings)
-        return producer
+    return _PRODUCERS.get(conf_key(settings), lambda: _make_claimed(settings))
 
-    return _PRODUCERS.get(conf_key(settings), create)
+
+def open_producers(every_settings: list[dict[str, Any]]) -> None:
+    """Initialize the producers of `every_settings` at once, in threads, and cache them.
+
+    The driver calls this at start-up when it writes itself (`sinks.kafka`, ``write_from``), once
+    it holds the journal's epoch: each `init_transactions()` fences the id's previous holder and
+    settles its open transaction, which takes up to a second after a crash, so doing them side by
+    side instead of one per partition in the first batch shortens the way to the first batch.
+    They count as used: the first batch reports no producer opened.
+    """
+    with ThreadPoolExecutor(max_workers=max(1, len(every_settings))) as pool:
+        made = list(pool.map(_make_claimed, every_settings))
+    for producer in made:
+        producer.first_use()
+        cached = _PRODUCERS.get(conf_key(producer.settings), partial(_same, producer))
+        if cached is not producer:  # one was already cached: keep it, drop the duplicate
+            producer.close()
+
+
+def _same(producer: TransactionalProducer) -> TransactionalProducer:
+    return producer
+
+
+def _make_claimed(settings: dict[str, Any]) -> TransactionalProducer:
+    producer = TransactionalProducer(settings)
+    OWNERS.claim(settings)
+    return producer
 
 
 def discard_producer(producer: TransactionalProducer) -> None:
@@ -169,3 +194,22 @@ def discard_producer(producer: TransactionalProducer) -> None:
 def close_producers() -> None:
     """Close every cached producer of this process (worker shutdown, tests)."""
     _PRODUCERS.close_all()
+
+
+def spark_master_is_local() -> bool:
+    """Whether this process runs a SparkContext whose master is `local` or `local[...]`.
+
+    False without pyspark or a running context (an executor, a unit test): only the driver asks.
+    In local mode the Python workers are interchangeable, so a sink's producers are kept in the
+    driver instead, where they never move (see `sinks.kafka`).
+    """
+    try:
+        from pyspark import SparkContext
+    except ImportError:
+        return False
+    # pyspark keeps the running context here; `getOrCreate` would start one instead.
+    context = SparkContext._active_spark_context  # noqa: SLF001
+    if context is None:
+        return False
+    master = str(context.master)
+    return master == "local" or master.startswith("local[")

@@ -434,6 +434,9 @@ class KafkaSinkSettings(_Model):
     format: Literal["json", "utf-8", "bytes", "avro"] = "json"
     """How values are written; avro uses the avro settings (and schema_registry if set)."""
     avro: AvroWriteSettings = Field(default_factory=AvroWriteSettings)
+    write_from: Literal["auto", "driver", "executors"] = "auto"
+    """Which processes run the transactions: auto is the driver with a local master (its
+    producers never move between Python workers, so none is re-initialised), else executors."""
 
     def needs_registry(self) -> bool:
         return self.format == "avro" and self.avro.schema_file is None
@@ -457,6 +460,7 @@ class KafkaSinkSettings(_Model):
             transaction_timeout_ms=self.transaction_timeout_ms,
             # One marker partition per task of whichever is larger: the topic or a shuffle.
             marker_partitions=max(partitions, default_partitions),
+            write_from=self.write_from,
         )
 
 

@@ -187,6 +187,8 @@ class ChaosApp:
     rate_per_partition: int | None = 1000
     default_partitions: int = OUTPUT_PARTITIONS
     codec: str = "utf-8"
+    kafka_write_from: str = "auto"
+    """The Kafka sink's `write_from`: auto writes from the driver under this local master."""
     dead_letter_topic: str | None = None
     journal_topic: str | None = None
     """Journal on this Kafka topic (replication `replication`, min ISR 2 when above 1); none:
@@ -238,6 +240,7 @@ class ChaosApp:
                     "type": "kafka",
                     "topic": self.output_topic,
                     "replication_factor": self.replication,
+                    "write_from": self.kafka_write_from,
                 },
                 PG_OUT: {
                     "type": "postgres",
