@@ -46,7 +46,7 @@ typecheck: venv
 	$(VENV)/bin/mypy $(PACKAGES)
 
 test: lint typecheck sysdeps
-	$(PY) -m pytest --ignore=tests/containers --durations=15 $(PYTEST_ARGS)
+	$(PY) devtools/test_streams.py --durations=25 $(PYTEST_ARGS)
 	$(TEST_CONTAINERS) $(PYTEST_ARGS)
 
 test-containers: venv sysdeps
