@@ -238,7 +238,7 @@ class StateCheckpoints:
             # loses a cached block.
             self._carry_on(record.batch_time, preloaded.refs, preloaded.manifests, preloaded.rdds)
             self.reused_preloaded = True
-            log.info("state taken from the checkpoint of batch %d pre-loaded", record.batch_time)
+            log.info("state taken from the pre-loaded checkpoint of batch %d", record.batch_time)
             return
         if preloaded is not None:
             log.info(
