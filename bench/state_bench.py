@@ -305,7 +305,7 @@ def recovery(args: argparse.Namespace, bootstrap: str, tmp: Path, mode: str) -> 
 
 
 def recover_cold(args: argparse.Namespace, config: dict[str, Any], tmp: Path) -> list[float]:
-    from recovery_bench import measure_restart, print_row
+    from recovery_bench import measure_restart, print_row, this_start
 
     from service.dev.service_process import ServiceProcess
 
@@ -317,7 +317,7 @@ def recover_cold(args: argparse.Namespace, config: dict[str, Any], tmp: Path) ->
         for kill in range(1, args.kills + 1):
             time.sleep(random.uniform(3.0, 6.0))  # noqa: S311 - benchmark timing
             result = measure_restart(driver, kill)
-            print(f"cold ({load_average()}) ", end="")
+            print(f"cold ({load_average()}, {recomputed(this_start(driver))}) ", end="")
             print_row(result)
             seconds.append(result.next_completed_s)
             wait_for_state(driver, args.recovery_keys)
@@ -347,8 +347,9 @@ def recover_warm(args: argparse.Namespace, config: dict[str, Any], tmp: Path) ->
             wait_for_log(standby, PRELOADED, this_start)
             time.sleep(random.uniform(3.0, 6.0))  # noqa: S311 - benchmark timing
             result = measure_takeover(active, standby, kill)
-            reused = PRELOAD_REUSED in this_start(standby)
-            print(f"warm ({load_average()}, pre-loaded state reused: {reused}) ", end="")
+            log = this_start(standby)
+            reused = f"pre-loaded reused: {PRELOAD_REUSED in log}"
+            print(f"warm ({load_average()}, {recomputed(log)}, {reused}) ", end="")
             print_row(result)
             seconds.append(result.next_completed_s)
             active, standby = standby, active
@@ -369,6 +370,13 @@ def wait_for_log(driver: Any, text: str, this_start: Any, timeout_s: float = 600
             msg = f"{text!r} not logged within {timeout_s:.0f}s\n{driver.log_tail()}"
             raise RuntimeError(msg)
         time.sleep(0.2)
+
+
+def recomputed(log: str) -> str:
+    """How many completed batches after the checkpoint the recovery recomputed (each steps
+    every key of the state once more in the first batch's job)."""
+    found = re.search(r"(\d+) completed batches recomputed", log)
+    return f"{found.group(1) if found else '?'} batches recomputed"
 
 
 def load_average() -> str:
