@@ -32,7 +32,9 @@ from typing import Protocol
 
 from service import faults
 from service.driver.recovery import journaled_plan
+from service.driver.warm_state import PreloadedCheckpoint
 from service.errors import DStreamsError
+from service.graph.base import RDD
 from service.graph.checkpoint_store import CheckpointError, CheckpointStore, PieceManifest
 from service.graph.context import StreamingContext
 from service.graph.dstream import StatefulDStream
@@ -76,8 +78,12 @@ class StateCheckpoints:
         journal: CheckpointJournal | None,
         interval_batches: int,
         observer: CheckpointObserver | None = None,
+        preloaded: PreloadedCheckpoint | None = None,
     ) -> None:
         self.ctx = ctx
+        self.preloaded = preloaded
+        """A warm standby's state read ahead of the take-over (`service.driver.warm_state`)."""
+        self.reused_preloaded = False
         self.store = store
         self.journal = journal
         self.interval_batches = interval_batches
@@ -140,10 +146,20 @@ class StateCheckpoints:
     def truncate(
         self, batch_time: int, refs: dict[str, str], manifests: dict[str, PieceManifest]
     ) -> None:
+        loaded = {n: self.store.load(self.ctx.sc, r, manifests[r]) for n, r in refs.items()}
+        self._carry_on(batch_time, refs, manifests, loaded)
+
+    def _carry_on(
+        self,
+        batch_time: int,
+        refs: dict[str, str],
+        manifests: dict[str, PieceManifest],
+        loaded: dict[str, RDD],
+    ) -> None:
+        """Every stream carries on from its pieces (`loaded`, keyed by piece name)."""
         for stream in self.streams:
             mine = {n: r for n, r in refs.items() if n.startswith(stream.piece_prefix)}
-            loaded = {n: self.store.load(self.ctx.sc, r, manifests[r]) for n, r in mine.items()}
-            stream.restore(batch_time, loaded)
+            stream.restore(batch_time, {n: loaded[n] for n in mine})
             _summarise(stream, [manifests[r] for r in mine.values()])
 
     # --- recovery ------------------------------------------------------------------------------
@@ -216,6 +232,21 @@ class StateCheckpoints:
     def _restore(self, record: CheckpointRecord) -> None:
         if not record.refs:
             return  # the initial checkpoint: the streams start from the job's initial state
+        preloaded, self.preloaded = self.preloaded, None
+        if preloaded is not None and preloaded.matches(record):
+            # Verified and read when it was pre-loaded; the files are only read again if Spark
+            # loses a cached block.
+            self._carry_on(record.batch_time, preloaded.refs, preloaded.manifests, preloaded.rdds)
+            self.reused_preloaded = True
+            log.info("state taken from the pre-loaded checkpoint of batch %d", record.batch_time)
+            return
+        if preloaded is not None:
+            log.info(
+                "pre-loaded checkpoint %d is not the one recovery uses (%d); loading that one",
+                preloaded.batch_time,
+                record.batch_time,
+            )
+            preloaded.release()
         manifests = {ref: self.store.verify(ref) for ref in record.refs.values()}
         self.truncate(record.batch_time, dict(record.refs), manifests)
 

@@ -30,6 +30,7 @@ from service.driver.recovery import JournalLog, check_before_start, recover
 from service.driver.replication import check_replication
 from service.driver.scheduler import Scheduler
 from service.driver.spark import create_spark_context, driver_address
+from service.driver.warm_state import PreloadedCheckpoint, StatePreloader
 from service.errors import ConfigError, FencedOut
 from service.graph.checkpoint_store import CheckpointStore
 from service.graph.context import StreamingContext
@@ -102,6 +103,8 @@ class Service:
         self.sc: Any = None
         self._job_zip_dir: tempfile.TemporaryDirectory[str] | None = None
         self.election: Election | None = None
+        self.preloaded: PreloadedCheckpoint | None = None
+        """What a warm standby read of the latest checkpoint before it was elected."""
 
     def run(self) -> int:
         self._install_signal_handlers()
@@ -174,6 +177,7 @@ class Service:
         journal_log = JournalLog(journal, epoch, ctx.graph_json(), self.observer.journal_appended)
         acknowledge = wiring.make_acknowledger(self.settings, ctx)
         checkpoints = make_checkpoints(self.settings, ctx, journal_log, self.observer)
+        checkpoints.preloaded, self.preloaded = self.preloaded, None
         lifecycle = BatchLifecycle(ctx, journal_log, self.observer, acknowledge, checkpoints)
         lifecycle.setup_outputs()
         return lifecycle
@@ -188,12 +192,26 @@ class Service:
         warm_python_workers(self.sc, confs, self.settings.default_partitions)
         log.info("standby: Spark and its workers are warm (%.1fs)", time.monotonic() - started)
         self.election = make_election(self.settings, journal)
+        preloader = self._start_preloader(journal)
         log.info("standby: waiting to become the active driver")
-        if not self.election.wait_until_elected(self.scheduler.stopping, self._heartbeat):
+        elected = self.election.wait_until_elected(self.scheduler.stopping, self._heartbeat)
+        self.preloaded = preloader.take() if preloader is not None else None
+        if not elected:
             log.info("standby: stopped before being elected")
             return False
         log.info("standby: elected, taking over from the journal")
         return True
+
+    def _start_preloader(self, journal: Journal) -> StatePreloader | None:
+        """Warm state: a stateful graph's standby reads the latest checkpoint while it waits
+        (`service.driver.warm_state`); read-only, so it cannot disturb the active driver."""
+        assert self.ctx is not None  # noqa: S101 - built before Spark starts
+        if not self.ctx.stateful_streams():
+            return None
+        store = CheckpointStore(self.settings.checkpoint.path)
+        preloader = StatePreloader(self.sc, store, journal)
+        preloader.start()
+        return preloader
 
     def _heartbeat(self) -> None:
         """A waiting standby is alive; `/healthz` reads the scheduler's last tick."""
