@@ -34,7 +34,12 @@ def stateful_config(app: ChaosApp) -> dict[str, Any]:
     return {
         "job": JOB,
         "sinks": {
-            TOTALS_KAFKA: {"type": "kafka", "topic": totals_topic(app)},
+            # From the executors, so the executor crash points hit the Kafka writes too.
+            TOTALS_KAFKA: {
+                "type": "kafka",
+                "topic": totals_topic(app),
+                "write_from": "executors",
+            },
             TOTALS_PG: {
                 "type": "postgres",
                 "dsn": app.dsn,

@@ -30,6 +30,9 @@ LINES = 24_000
 @pytest.mark.parametrize("point", ["task-before-write", "task-after-write"])
 def test_python_worker_death_is_retried_by_spark(chaos_app: ChaosApp, point: str) -> None:
     app = chaos_app
+    # The Python workers must run the Kafka writes too (under this local master `auto` keeps them
+    # on the driver, which a worker's death cannot reach).
+    app.kafka_write_from = "executors"
     lines = make_lines(11, LINES)
     produce(app.bootstrap, app.input_topic, [line.encode() for line in lines])
     driver = app.service()

@@ -28,7 +28,7 @@ sinks:
 """
 
 
-def test_without_a_running_spark_context_auto_means_the_executors() -> None:
+def test_without_a_running_spark_context_auto_means_the_executors(no_spark_context: None) -> None:
     # An executor process, or a driver before Spark starts, has no local master to go by.
     assert not spark_master_is_local()
     assert not KafkaSink(CONF, "out").writes_on_driver

@@ -41,7 +41,11 @@ def test_every_sink_implements_the_whole_protocol(tmp_path: Path) -> None:
         assert isinstance(sink.writes_on_driver, bool), name
 
 
-def test_only_sinks_whose_state_is_the_drivers_write_on_the_driver(tmp_path: Path) -> None:
+def test_only_sinks_whose_state_is_the_drivers_write_on_the_driver(
+    tmp_path: Path, no_spark_context: None
+) -> None:
+    # Without a local SparkContext in the process, `write_from: auto` Kafka sinks write from the
+    # executors (see tests/unit/test_kafka_write_from.py for a local master).
     on_driver = {name for name, sink in every_sink(tmp_path).items() if sink.writes_on_driver}
     assert on_driver == {"memory", "console"}
 
