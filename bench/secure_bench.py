@@ -17,14 +17,19 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.wordcount_bench import INTERVAL_MS, PARTITIONS, preload  # noqa: E402
+from bench.wordcount_bench import (  # noqa: E402
+    INTERVAL_MS,
+    PARTITIONS,
+    preload,
+    run_until_drained,
+    steady_rate,
+)
 from connectors.planner import StartingOffsets  # noqa: E402
 from service.driver.lifecycle import BatchLifecycle  # noqa: E402
 from service.driver.recovery import JournalLog  # noqa: E402
@@ -55,24 +60,14 @@ def word_count_pass(
     journal = FileJournal(workdir / "journal")
     lifecycle = BatchLifecycle(ctx, JournalLog(journal, journal.open(), ctx.graph_json()))
     lifecycle.setup_outputs()
-    records: list[int] = []
-    ends: list[float] = []
-    batch_time = 1_000_000
-    while True:
-        outcome = lifecycle.run_new(batch_time)
-        ends.append(time.perf_counter())
-        batch_time += INTERVAL_MS
-        if outcome.input_records == 0:
-            break
-        records.append(outcome.input_records)
+    _times, records, ends = run_until_drained(lifecycle)
     ctx.close()
     journal.close()
     counts: Counter[str] = Counter()
     for t in sink.committed_batches("counts"):
         for word, n in sink.read_batch("counts", t):
             counts[word] += n
-    # From the end of the first batch (workers and clients starting) to the last with data.
-    return sum(records[1:]) / (ends[len(records) - 1] - ends[0]), counts
+    return steady_rate(records, ends), counts
 
 
 def main() -> int:

@@ -42,6 +42,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from bench.wordcount_bench import run_until_drained, steady_rate  # noqa: E402
 from connectors.planner import StartingOffsets  # noqa: E402
 from service.driver.checkpoints import StateCheckpoints  # noqa: E402
 from service.driver.lifecycle import BatchLifecycle  # noqa: E402
@@ -201,23 +202,8 @@ def run_pass(
     times, records, ends = run_until_drained(lifecycle)
     ctx.close()
     journal.close()
-    rate = sum(records[1:]) / (ends[len(records) - 1] - ends[0])
+    rate = steady_rate(records, ends)
     return Pass(rate, times, written_totals(sink, running), observed.seen)
-
-
-def run_until_drained(lifecycle: BatchLifecycle) -> tuple[list[float], list[int], list[float]]:
-    times: list[float] = []
-    records: list[int] = []
-    ends: list[float] = []
-    batch_time = 1_000_000
-    while True:
-        outcome = lifecycle.run_new(batch_time)
-        ends.append(time.perf_counter())
-        batch_time += INTERVAL_MS
-        if outcome.input_records == 0:
-            return times, records, ends
-        times.append(outcome.processing_s)
-        records.append(outcome.input_records)
 
 
 def written_totals(sink: FileSink, running: bool) -> Counter[str]:

@@ -144,6 +144,20 @@ def run_dstreams(
     journal = FileJournal(workdir / "journal")
     lifecycle = BatchLifecycle(ctx, JournalLog(journal, journal.open(), ctx.graph_json()))
     lifecycle.setup_outputs()
+    times, records, ends = run_until_drained(lifecycle)
+    ctx.close()
+    journal.close()
+    counts: Counter[str] = Counter()
+    if not read_only:
+        for t in sink.committed_batches("counts"):
+            for word, n in sink.read_batch("counts", t):
+                counts[word] += n
+    return steady_rate(records, ends), times, counts
+
+
+def run_until_drained(lifecycle: BatchLifecycle) -> tuple[list[float], list[int], list[float]]:
+    """Runs batches until one reads nothing: each batch's processing seconds and records, and
+    the wall clock at each batch's end (the empty last one included)."""
     times: list[float] = []
     records: list[int] = []
     ends: list[float] = []
@@ -153,19 +167,15 @@ def run_dstreams(
         ends.append(time.perf_counter())
         batch_time += INTERVAL_MS
         if outcome.input_records == 0:
-            break
+            return times, records, ends
         times.append(outcome.processing_s)
         records.append(outcome.input_records)
-    ctx.close()
-    journal.close()
-    counts: Counter[str] = Counter()
-    if not read_only:
-        for t in sink.committed_batches("counts"):
-            for word, n in sink.read_batch("counts", t):
-                counts[word] += n
-    # Wall time from the end of the first batch to the end of the last one with data.
-    steady_rate = sum(records[1:]) / (ends[len(records) - 1] - ends[0])
-    return steady_rate, times, counts
+
+
+def steady_rate(records: list[int], ends: list[float]) -> float:
+    """Records/s from the end of the first batch (workers and clients starting) to the end of
+    the last one with data."""
+    return sum(records[1:]) / (ends[len(records) - 1] - ends[0])
 
 
 Pass = tuple[float, list[float], Counter[str]]

@@ -150,6 +150,16 @@ class Feeder(threading.Thread):
         self.error: BaseException | None = None
         self.done = threading.Event()
 
+    @classmethod
+    def after_preloading(
+        cls, bootstrap: str, topic: str, values: list[bytes], preloaded: int, per_second: int
+    ) -> tuple[list[tuple[int, int]], Feeder]:
+        """Writes the first `preloaded` of `values` to `topic` now; returns their positions and a
+        feeder (not started) for the rest."""
+        producer = InputProducer(bootstrap, topic)
+        positions = producer.send(values[:preloaded])
+        return positions, cls(producer, values[preloaded:], per_second)
+
     def run(self) -> None:
         try:
             step = max(1, self.per_second // 5)

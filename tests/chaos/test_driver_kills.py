@@ -17,7 +17,6 @@ import pytest
 from tests.chaos.conftest import (
     ChaosApp,
     Feeder,
-    InputProducer,
     chaos_seed,
     log_text,
     make_lines,
@@ -39,9 +38,9 @@ def test_random_driver_kills_leave_every_sink_exact(chaos_app: ChaosApp) -> None
     app.rate_per_partition = RATE_PER_PARTITION
     lines = make_lines(seed, LINES)
     values = [line.encode() for line in lines]
-    producer = InputProducer(app.bootstrap, app.input_topic)
-    producer.send(values[:PRELOADED])
-    feeder = Feeder(producer, values[PRELOADED:], STREAMED_PER_SECOND)
+    _preloaded, feeder = Feeder.after_preloading(
+        app.bootstrap, app.input_topic, values, PRELOADED, STREAMED_PER_SECOND
+    )
     driver = app.service()
     started = time.monotonic()
 

@@ -36,7 +36,6 @@ from tests.chaos.conftest import (
     INPUT_PARTITIONS,
     ChaosApp,
     Feeder,
-    InputProducer,
     chaos_seed,
     read_topic,
 )
@@ -100,10 +99,9 @@ def test_event_windows_survive_kills_exactly(chaos_app: ChaosApp) -> None:
     app.dead_letter_topic = f"{app.app_id}.dead-letters"
     clicks = make_clicks(seed, LINES)
     values = [click.encode() for click in clicks]
-    producer = InputProducer(app.bootstrap, app.input_topic)
-    half = LINES // 2
-    positions = producer.send(values[:half])
-    feeder = Feeder(producer, values[half:], STREAMED_PER_SECOND)
+    positions, feeder = Feeder.after_preloading(
+        app.bootstrap, app.input_topic, values, LINES // 2, STREAMED_PER_SECOND
+    )
     driver = app.service(**event_config(app))
     started = time.monotonic()
 

@@ -38,7 +38,6 @@ from service.faults import CRASH_EXIT_CODE
 from tests.chaos.conftest import (
     ChaosApp,
     Feeder,
-    InputProducer,
     chaos_seed,
     log_text,
     make_lines,
@@ -68,10 +67,9 @@ def test_state_and_windows_survive_kills_at_every_point(chaos_app: ChaosApp) -> 
     app.rate_per_partition = RATE_PER_PARTITION
     lines = make_lines(seed, LINES)
     values = [line.encode() for line in lines]
-    producer = InputProducer(app.bootstrap, app.input_topic)
-    half = LINES // 2
-    positions = producer.send(values[:half])
-    feeder = Feeder(producer, values[half:], STREAMED_PER_SECOND)
+    positions, feeder = Feeder.after_preloading(
+        app.bootstrap, app.input_topic, values, LINES // 2, STREAMED_PER_SECOND
+    )
     driver = app.service(**stateful_config(app))
     started = time.monotonic()
 
