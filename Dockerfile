@@ -83,7 +83,13 @@ ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONPATH=/app \
-    DSTREAMS_CONFIG_DIR=/app/config
+    DSTREAMS_CONFIG_DIR=/app/config \
+    DSTREAMS_CLASS_ARCHIVE_DIR=/opt/dstreams/class-archive
+
+# The driver JVM's class-data archive (spark.class_archive: auto finds it through
+# DSTREAMS_CLASS_ARCHIVE_DIR): Spark starts about a second faster. Built here, by the JVM and the
+# pyspark of this image, with a short local Spark job; root-owned and read-only at run time.
+RUN dstreams dev class-archive
 
 USER 10001:10001
 EXPOSE 8080

@@ -21,7 +21,8 @@ Recovery (`recover`, between restoring source positions and replaying pending ba
 3. Refuse if a source can no longer read a batch that must be computed again
    (`InputDStream.check_replayable`: Kafka retention deleted its offsets).
 4. Recompute the state through every completed batch after the checkpoint with its journaled
-   plan, without running outputs (their results are committed already).
+   plan, without running outputs (their results are committed already); a keyed state folds
+   them all in one pass (`StreamingContext.catch_up_stateful`).
 """
 
 from __future__ import annotations
@@ -38,7 +39,6 @@ from service.graph.base import RDD
 from service.graph.checkpoint_store import CheckpointError, CheckpointStore, PieceManifest
 from service.graph.context import StreamingContext
 from service.graph.dstream import StatefulDStream
-from service.graph.plan import BatchPlan
 from service.journal.base import RETAINED_CHECKPOINTS, JournalState
 from service.journal.records import CheckpointRecord
 
@@ -185,8 +185,7 @@ class StateCheckpoints:
         if pending and recompute and recompute[-1].batch_time > min(pending):
             msg = f"completed batches follow pending batch {min(pending)}; the journal is damaged"
             raise StateRecoveryError(msg)
-        for plan in recompute:
-            recompute_batch(self.ctx, plan)
+        self.ctx.catch_up_stateful(recompute)
         self.since_checkpoint = len(recompute)
         self.journaled = [r.batch_time for r in state.retained_checkpoints]
         if self.observer is not None:
@@ -262,10 +261,3 @@ def _summarise(stream: StatefulDStream, manifests: list[PieceManifest]) -> None:
         keys=sum(m.total_records for m in manifests if m.fmt == "state"),
         bytes=sum(m.total_bytes for m in manifests),
     )
-
-
-def recompute_batch(ctx: StreamingContext, plan: BatchPlan) -> None:
-    """Steps the stateful streams through a completed batch with its journaled plan; no output
-    runs (lazy: the next job that needs the state computes it)."""
-    ctx.step_stateful(plan)
-    ctx.forget(plan.batch_time)

@@ -23,6 +23,7 @@ from service.driver.checkpoints import (
     StateCheckpoints,
     default_interval_batches,
 )
+from service.driver.class_archive import describe_archive
 from service.driver.election import Election, make_election, warm_python_workers
 from service.driver.job_code import prepare_executors
 from service.driver.lifecycle import BatchLifecycle
@@ -225,7 +226,11 @@ class Service:
         master = spark.parsed_master
         address = driver_address(master, spark.driver_host, spark.bind_address)
         sc = create_spark_context(
-            f"dstreams-{self.settings.app_id}", spark.master, spark.spark_conf(), address=address
+            f"dstreams-{self.settings.app_id}",
+            spark.master,
+            spark.spark_conf(),
+            address=address,
+            class_archive=spark.class_archive,
         )
         self.sc = sc  # stopped by run() even if the check below refuses the cluster
         if not master.is_local:
@@ -233,11 +238,12 @@ class Service:
             folder = Path(self._job_zip_dir.name)
             prepare_executors(sc, self.settings.job, spark.ship_job, folder, spark.start_timeout_s)
         log.info(
-            "%s (version %s, master %s, driver at %s, %.1fs)",
+            "%s (version %s, master %s, driver at %s, class archive %s, %.1fs)",
             SPARK_UP,
             sc.version,
             spark.master,
             address.host,
+            describe_archive(spark.class_archive),
             time.monotonic() - started,
         )
         return sc

@@ -13,10 +13,12 @@ import socket
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from service.config.masters import SparkMaster, parse_master
 from service.config.paths import shipped_config_file
+from service.driver import class_archive as jvm_archive
 from service.errors import ConfigError
 
 HASH_SEED = "0"
@@ -92,15 +94,22 @@ def with_task_retries(master: str) -> str:
 
 
 def spark_conf(
-    master: SparkMaster, address: DriverAddress, extra_conf: Mapping[str, str] | None = None
+    master: SparkMaster,
+    address: DriverAddress,
+    extra_conf: Mapping[str, str] | None = None,
+    archive: Path | None = None,
 ) -> dict[str, str]:
-    """Every Spark property dstreams sets: the base, the driver's address, then the user's."""
+    """Every Spark property dstreams sets: the base, the driver's address, then the user's.
+    `archive`: the driver JVM's class-data archive (`service.driver.class_archive`), if any."""
     conf = {**BASE_CONF, **address.spark_conf()}
+    driver_options = [jvm_archive.java_options(archive)]
     if LOG4J2_FILE.exists():
         option = f"-Dlog4j.configurationFile=file:{LOG4J2_FILE}"
-        conf["spark.driver.extraJavaOptions"] = option
+        driver_options.insert(0, option)
         if master.on_this_host:  # elsewhere the file's path means nothing
             conf["spark.executor.extraJavaOptions"] = option
+    if any(driver_options):
+        conf["spark.driver.extraJavaOptions"] = " ".join(o for o in driver_options if o)
     return {**conf, **(extra_conf or {})}
 
 
@@ -110,11 +119,12 @@ def create_spark_context(
     extra_conf: Mapping[str, str] | None = None,
     *,
     address: DriverAddress | None = None,
+    class_archive: str | Path | None = "auto",
 ) -> Any:
     """Start (or return the running) SparkContext with dstreams' base settings.
 
     `address` defaults to `driver_address(master)`: loopback in local mode, the route towards
-    the master on a cluster.
+    the master on a cluster. `class_archive`: see `class_archive.resolve`.
     """
     parsed = parse_master(master)
     address = address or driver_address(parsed)
@@ -130,7 +140,8 @@ def create_spark_context(
     from pyspark import SparkConf, SparkContext
 
     conf = SparkConf().setAppName(app_name).setMaster(with_task_retries(master))
-    for key, value in spark_conf(parsed, address, extra_conf).items():
+    archive = jvm_archive.resolve(class_archive)
+    for key, value in spark_conf(parsed, address, extra_conf, archive).items():
         conf.set(key, value)
     sc = SparkContext.getOrCreate(conf)
     sc.setLogLevel("WARN")

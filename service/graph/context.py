@@ -218,6 +218,21 @@ class StreamingContext:
         for stream in self.stateful_streams():
             stream.rdd_at(plan)
 
+    def catch_up_stateful(self, plans: list[BatchPlan]) -> None:
+        """Recovery: steps the stateful streams through completed batches (no output runs).
+
+        A stream no other stateful stream reads may fold all of them into one RDD (a keyed
+        state does: `KeyedState.end_catch_up`), since nothing needs its RDDs in between; the
+        others are computed batch by batch, as they were the first time."""
+        streams = self.stateful_streams()
+        read = {id(s) for s in streams if any(o.reads(s) for o in streams)}
+        for plan in plans:
+            for stream in streams:
+                stream.catch_up(plan, fold=id(stream) not in read)
+            self.forget(plan.batch_time)
+        for stream in streams:
+            stream.end_catch_up()
+
     def forget(self, batch_time: int) -> None:
         """Releases RDDs of batches up to `batch_time`; they will not be read again."""
         for stream in self.streams:

@@ -87,6 +87,10 @@ class DStream:
             if rdd.is_cached:
                 rdd.unpersist(blocking=False)
 
+    def reads(self, other: DStream) -> bool:
+        """Whether `other` is an ancestor of this stream."""
+        return any(parent is other or parent.reads(other) for parent in self.parents)
+
     def describe(self) -> dict[str, Any]:
         """What the graph fingerprint hashes: kind, parameters that shape output, parents."""
         return {
@@ -425,6 +429,15 @@ class StatefulDStream(DStream):
         # it persisted once no later batch needs it.
         self._rdds = {t: rdd for t, rdd in self._rdds.items() if t > batch_time}
         self.computation.forget(batch_time)
+
+    def catch_up(self, plan: BatchPlan, fold: bool) -> None:
+        """Steps through a completed batch during recovery; with `fold`, lets the computation
+        fold it with the next ones (`StatefulComputation.catch_up`) if it can."""
+        if not (fold and self.computation.catch_up(plan)):
+            self.rdd_at(plan)
+
+    def end_catch_up(self) -> None:
+        self.computation.end_catch_up()
 
     @property
     def piece_prefix(self) -> str:

@@ -55,16 +55,13 @@ class KeyedState(StatefulComputation):
         self._initial = list(initial) if initial is not None else None
         self._states: list[tuple[int, RDD]] = []
         self._may_have_state = bool(self._initial)
+        self._catch_up_times: list[int] = []
+        self._catching_up: list[RDD] = []
 
     def compute(self, plan: BatchPlan) -> RDD:
         t = plan.batch_time
+        self._check_next(t)
         self.decide_empty(t, self.parent.is_empty(plan) and not self._may_have_state)
-        if self._states and self._states[-1][0] >= t:
-            msg = (
-                f"{self.kind}: state of batch {t} asked for after batch {self._states[-1][0]}; "
-                "state advances one batch at a time, in order"
-            )
-            raise fn.StateError(msg)
         inputs = [self._previous(t)] if self._states or self._initial else []
         if not self.parent.is_empty(plan):
             # Tagging keeps the partitioning, so input already hash-partitioned like the state
@@ -80,6 +77,47 @@ class KeyedState(StatefulComputation):
         merged = persist(union.mapPartitions(partial(self._merge, t), preservesPartitioning=True))
         self._states = [*self._states, (t, merged)]
         return merged
+
+    def catch_up(self, plan: BatchPlan) -> bool:
+        """Takes a completed batch in without merging it yet (see `end_catch_up`)."""
+        t = plan.batch_time
+        self._check_next(t)
+        self.decide_empty(t, self.parent.is_empty(plan) and not self._may_have_state)
+        if not self.parent.is_empty(plan):
+            tag = partial(fn.tag_new_values_at, t)
+            rdd = self.parent.rdd_at(plan)
+            self._catching_up.append(rdd.mapPartitionsWithIndex(tag, preservesPartitioning=True))
+            self._may_have_state = True
+        self._catch_up_times.append(t)
+        return True
+
+    def end_catch_up(self) -> None:
+        """The state after the batches taken in by `catch_up`, as one RDD: one shuffle of all
+        their input and one merge task per partition that folds the batches in order
+        (`state_functions.fold_batches`), where computing them one by one would shuffle each
+        batch and pass the whole state through the block store once per batch."""
+        times, tagged = tuple(self._catch_up_times), self._catching_up
+        self._catch_up_times, self._catching_up = [], []
+        inputs = [self._previous(times[0])] if times and (self._states or self._initial) else []
+        if tagged:
+            inputs.append(union_partitioned(self.ctx.sc, tagged).partitionBy(self.partitions))
+        if not inputs:
+            return
+        fold = partial(fn.fold_batches, self._merge, times)
+        union = union_partitioned(self.ctx.sc, inputs)
+        merged = persist(union.mapPartitions(fold, preservesPartitioning=True))
+        self._states = [*self._states, (times[-1], merged)]
+
+    def _check_next(self, t: int) -> None:
+        last = self._catch_up_times[-1] if self._catch_up_times else None
+        if last is None and self._states:
+            last = self._states[-1][0]
+        if last is not None and last >= t:
+            msg = (
+                f"{self.kind}: state of batch {t} asked for after batch {last}; "
+                "state advances one batch at a time, in order"
+            )
+            raise fn.StateError(msg)
 
     @property
     def latest(self) -> RDD | None:

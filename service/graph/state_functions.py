@@ -114,6 +114,39 @@ def tag_new_values(index: int, rows: Iterable[tuple[Any, Any]]) -> Iterator[tupl
         yield (key, (NEW, index, position, value))
 
 
+def tag_new_values_at(
+    batch_time: int, index: int, rows: Iterable[tuple[Any, Any]]
+) -> Iterator[tuple[Any, Any]]:
+    """`tag_new_values` with the batch time after them, for `fold_batches`: the merges read only
+    the first four fields of a `NEW` entry."""
+    for position, (key, value) in enumerate(rows):
+        yield (key, (NEW, index, position, value, batch_time))
+
+
+def fold_batches(
+    merge: Callable[[int, Iterable[Any]], Iterator[Any]],
+    batch_times: tuple[int, ...],
+    rows: Iterable[Any],
+) -> Iterator[Any]:
+    """One partition's state carried through several batches in one pass (recovery's catch-up):
+    `merge` once per batch, in order, over the records it would have seen had each batch run on
+    its own — the previous batch's records, then the batch's new values (`tag_new_values_at`) in
+    the order they arrived. The records in between stay in this worker's memory instead of
+    going through Spark's block store once per batch."""
+    current: list[Any] = []
+    news: dict[int, list[Any]] = {t: [] for t in batch_times}
+    for row in rows:
+        entry = row[1]
+        if entry[0] == NEW:
+            news[entry[4]].append(row)
+        else:
+            current.append(row)
+    for batch_time in batch_times:
+        current.extend(news.pop(batch_time))
+        current = list(merge(batch_time, current))
+    return iter(current)
+
+
 def initial_entries(batch_time: int, rows: Iterable[tuple[Any, Any]]) -> Iterator[Any]:
     """The job's initial `(key, state)` pairs as state records, as if touched at `batch_time`."""
     for key, value in rows:

@@ -68,6 +68,15 @@ class StatefulComputation:
         """Releases what no batch after `batch_time` needs."""
         raise NotImplementedError
 
+    def catch_up(self, plan: BatchPlan) -> bool:
+        """Recovery, when no other stateful stream reads this one: takes a completed batch in
+        without building its RDD, to fold it with the following ones in `end_catch_up`. False
+        when the computation cannot (the caller then computes the batch as usual)."""
+        return False
+
+    def end_catch_up(self) -> None:
+        """Builds the RDD of the last batch taken in by `catch_up` (lazily: no Spark job)."""
+
     def checkpoint_pieces(self, batch_time: int) -> list[Piece]:
         """What this computation needs, after batch `batch_time`, to compute later batches."""
         raise NotImplementedError

@@ -219,6 +219,8 @@ def test_image_runs_like_the_chart_and_survives_sigkill_with_exact_output(
         drivers.append(first)
         ready_s = first.wait_ready()
         print(f"image {dstreams_image}: start to ready {ready_s:.1f}s")
+        # Built into the image for its own JVM and pyspark, and found by spark.class_archive: auto.
+        assert "class archive /opt/dstreams/class-archive/spark-" in first.logs(), first.logs()
         code, metrics = first.get("/metrics")
         assert code == 200
         assert b"# TYPE dstreams_" in metrics, metrics[:500]

@@ -11,6 +11,7 @@ import json
 import operator
 import random
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -55,17 +56,44 @@ def make_input(seed: int, batches: int) -> list[list[str]]:
     ]
 
 
+def side_by_side(ctx: StreamingContext, lines: list[list[str]], sink: MemorySink) -> None:
+    """Three stateful streams that read only stateless ones: recovery folds each keyed state's
+    recomputed batches into one pass (`StreamingContext.catch_up_stateful`)."""
+    pairs = ctx.queue_stream(lines).flat_map(str.split).map(functions.pair_with_one)
+    pairs.update_state_by_key(running_total).write("totals", sink)
+    windows = pairs.reduce_by_key_and_window(operator.add, operator.sub, length_ms=WINDOW_MS)
+    windows.write("windows", sink)
+    sessions = pairs.map_with_state(StateSpec(session, timeout_ms=SESSION_TIMEOUT_MS))
+    sessions.write("sessions", sink)
+
+
+def chained(ctx: StreamingContext, lines: list[list[str]], sink: MemorySink) -> None:
+    """A window over a keyed state's changes: the state cannot fold batches, since the window
+    needs its RDD of every batch."""
+    pairs = ctx.queue_stream(lines).flat_map(str.split).map(functions.pair_with_one)
+    totals = pairs.update_state_by_key(running_total)
+    totals.write("totals", sink)
+    changes = totals.changes().reduce_by_key_and_window(
+        operator.add, operator.sub, length_ms=WINDOW_MS
+    )
+    changes.write("windows", sink)
+    sessions = totals.changes().map_with_state(StateSpec(session, timeout_ms=SESSION_TIMEOUT_MS))
+    sessions.write("sessions", sink)
+
+
 class Driver:
     """One driver's graph, journal and checkpoints over shared input, sink and folders."""
 
-    def __init__(self, sc: Any, workdir: Path, lines: list[list[str]], sink: MemorySink) -> None:
+    def __init__(
+        self,
+        sc: Any,
+        workdir: Path,
+        lines: list[list[str]],
+        sink: MemorySink,
+        graph: Callable[[StreamingContext, list[list[str]], MemorySink], None] = side_by_side,
+    ) -> None:
         self.ctx = StreamingContext(sc, "stateful", INTERVAL_MS, 2)
-        pairs = self.ctx.queue_stream(lines).flat_map(str.split).map(functions.pair_with_one)
-        pairs.update_state_by_key(running_total).write("totals", sink)
-        windows = pairs.reduce_by_key_and_window(operator.add, operator.sub, length_ms=WINDOW_MS)
-        windows.write("windows", sink)
-        sessions = pairs.map_with_state(StateSpec(session, timeout_ms=SESSION_TIMEOUT_MS))
-        sessions.write("sessions", sink)
+        graph(self.ctx, lines, sink)
         self.journal = FileJournal(workdir / "journal")
         self.epoch = self.journal.open()
         log = JournalLog(self.journal, self.epoch, self.ctx.graph_json())
@@ -121,6 +149,26 @@ def test_recovery_recomputes_state_and_equals_an_uninterrupted_run(sc: Any, tmp_
     # Only the retained checkpoints' files are left.
     kept = {c.batch_time for c in state.retained_checkpoints}
     assert set(second.store.batch_times()) <= kept
+
+
+def test_a_state_read_by_other_stateful_streams_recovers_batch_by_batch(
+    sc: Any, tmp_path: Path
+) -> None:
+    lines = make_input(4, 12)
+    expected = MemorySink()
+    one = Driver(sc, tmp_path / "one", lines, expected, graph=chained)
+    one.recover()
+    one.run(0, len(lines))
+    sink = MemorySink()
+    first = Driver(sc, tmp_path / "run", lines, sink, graph=chained)
+    first.recover()
+    first.run(0, 8)
+    first.plan_only(8)
+    second = Driver(sc, tmp_path / "run", lines, sink, graph=chained)
+    assert second.recover() == 2
+    second.run(9, len(lines) - 9)
+    assert outputs_of(sink) == outputs_of(expected)
+    assert any(outputs_of(expected)["windows"]) and any(outputs_of(expected)["sessions"])
 
 
 def test_damaged_latest_checkpoint_falls_back_to_the_previous_one(sc: Any, tmp_path: Path) -> None:
