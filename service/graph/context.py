@@ -221,9 +221,9 @@ class StreamingContext:
     def catch_up_stateful(self, plans: list[BatchPlan]) -> None:
         """Recovery: steps the stateful streams through completed batches (no output runs).
 
-        A stream no other stateful stream reads may fold all of them into one RDD (a keyed
-        state does: `KeyedState.end_catch_up`), since nothing needs its RDDs in between; the
-        others are computed batch by batch, as they were the first time."""
+        A stream no other stateful stream reads may fold all of them into one RDD, with the
+        next batch it computes (a keyed state does: `KeyedState.catch_up`), since nothing needs
+        its RDDs in between; the others are computed batch by batch, as the first time."""
         streams = self.stateful_streams()
         read = {id(s) for s in streams if any(o.reads(s) for o in streams)}
         for plan in plans:

@@ -59,6 +59,12 @@ class KeyedState(StatefulComputation):
         self._catching_up: list[RDD] = []
 
     def compute(self, plan: BatchPlan) -> RDD:
+        if self._catch_up_times:
+            # The first batch after recovery's catch-up joins its fold: one pass less over the
+            # whole state than folding first and merging this batch after.
+            self.catch_up(plan)
+            self._fold_caught_up()
+            return self._states[-1][1] if self._states else self.ctx.sc.emptyRDD()
         t = plan.batch_time
         self._check_next(t)
         self.decide_empty(t, self.parent.is_empty(plan) and not self._may_have_state)
@@ -92,6 +98,10 @@ class KeyedState(StatefulComputation):
         return True
 
     def end_catch_up(self) -> None:
+        """Nothing yet: the batches taken in by `catch_up` are folded with the next batch
+        computed (`compute`), or when their state is asked for (`latest`, a checkpoint)."""
+
+    def _fold_caught_up(self) -> None:
         """The state after the batches taken in by `catch_up`, as one RDD: one shuffle of all
         their input and one merge task per partition that folds the batches in order
         (`state_functions.fold_batches`), where computing them one by one would shuffle each
@@ -122,6 +132,7 @@ class KeyedState(StatefulComputation):
     @property
     def latest(self) -> RDD | None:
         """The state RDD of the latest batch computed (or restored), if any."""
+        self._fold_caught_up()
         return self._states[-1][1] if self._states else None
 
     def _previous(self, t: int) -> RDD:
@@ -135,6 +146,7 @@ class KeyedState(StatefulComputation):
         self._states = release_superseded(self._states)
 
     def checkpoint_pieces(self, batch_time: int) -> list[Piece]:
+        self._fold_caught_up()
         if not self._states:
             rdd = self._previous(batch_time)
         else:

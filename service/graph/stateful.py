@@ -75,7 +75,8 @@ class StatefulComputation:
         return False
 
     def end_catch_up(self) -> None:
-        """Builds the RDD of the last batch taken in by `catch_up` (lazily: no Spark job)."""
+        """Ends a recovery's catch-up. A computation may fold the batches it took in now, or
+        with the next batch it computes (a keyed state does); no Spark job runs either way."""
 
     def checkpoint_pieces(self, batch_time: int) -> list[Piece]:
         """What this computation needs, after batch `batch_time`, to compute later batches."""
