@@ -297,8 +297,9 @@ def run_warm(
     config: dict[str, Any], workdir: Path, kills: int, rng: random.Random, keep_log: Path | None
 ) -> list[Recovery]:
     print("warm: two drivers with --standby; the killed one comes back as the standby", flush=True)
-    # Kafka journal: the brokers notice a killed driver after the session timeout (the local
-    # cluster allows down to 1 s); the file journal's lock is released at once.
+    # Kafka journal: a killed driver's group member (a process of its own) leaves the group at
+    # once; the session timeout bounds only a paused driver or a lost host. The file journal's
+    # lock is released at once.
     standby_config = {**config, "standby": {"enabled": True, "session_timeout_ms": SESSION_MS}}
     active = ServiceProcess(standby_config, workdir, name="driver-a")
     standby = ServiceProcess(standby_config, workdir, name="driver-b")

@@ -8,8 +8,10 @@ mistaken election can cost a take-over but never a duplicate or a loss.
 
 - **Kafka journal**: every driver joins the consumer group ``dstreams-driver-<app>`` subscribed
   to the journal topic (one partition). The member the group assigns that partition to is the
-  active driver. A killed driver stops heartbeating and the brokers reassign the partition after
-  `standby.session_timeout_ms`; a driver that stops gracefully leaves the group at once. The
+  active driver. Each driver's member runs in a small process of its own
+  (`service.driver.election_member`) that leaves the group the instant the driver dies, however
+  it dies, and after `standby.session_timeout_ms` if the driver is alive but silent (paused);
+  a lost host or pod is noticed by the brokers after the session timeout. The
   sticky assignor keeps the partition where it is when a new standby joins. No offsets are ever
   committed: the group is used for its membership only.
 - **File journal**: an exclusive `flock` on ``<journal>.leader``, held for the driver's lifetime.
@@ -21,16 +23,21 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import logging
 import operator
 import os
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TextIO
 
 from service.config.settings import Settings
+from service.driver import election_member
+from service.errors import DStreamsError
 from service.journal.base import Journal
 from service.journal.file import FileJournal
 from service.journal.kafka import PARTITION, KafkaJournal
@@ -41,6 +48,8 @@ log = logging.getLogger(__name__)
 POLL_S = 0.05
 # A driver's poll loop runs in its own thread, so only a stuck process would miss this.
 MAX_POLL_INTERVAL_MS = 300_000
+HEARTBEAT_MS = 250
+MEMBER_STARTED = "driver election: group member process"
 
 
 Heartbeat = Callable[[], None]
@@ -103,21 +112,27 @@ class FileLockElection:
 
 
 class KafkaGroupElection:
-    """Elected while this member of `group_id(app)` is assigned the journal partition.
+    """Elected while this driver's member of `group_id(app)` is assigned the journal partition.
 
-    One thread owns the consumer and polls it for the driver's whole lifetime (a member that
-    stops polling is removed from the group); `elected` mirrors the current assignment.
+    The member is a process of its own (`service.driver.election_member`), so that a driver that
+    dies leaves the group at once instead of after the session timeout; this side feeds it the
+    consumer's configuration and heartbeats over a pipe and mirrors what it reports in
+    `elected`.
     """
 
     def __init__(self, journal: KafkaJournal, session_timeout_ms: int) -> None:
         self.journal = journal
+        self.session_timeout_ms = session_timeout_ms
         self.conf: dict[str, Any] = {
             **journal.conf,
             "group.id": group_id(journal.app_id),
             "client.id": f"dstreams-driver-{journal.owner}",
             "session.timeout.ms": session_timeout_ms,
-            "heartbeat.interval.ms": max(100, session_timeout_ms // 5),
-            "max.poll.interval.ms": MAX_POLL_INTERVAL_MS,
+            # Frequent whatever the session timeout: a standby learns that the active member
+            # left from its next heartbeat's answer.
+            "heartbeat.interval.ms": max(100, min(session_timeout_ms // 5, HEARTBEAT_MS)),
+            # librdkafka refuses a session longer than this.
+            "max.poll.interval.ms": max(MAX_POLL_INTERVAL_MS, session_timeout_ms),
             "partition.assignment.strategy": "cooperative-sticky",
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
@@ -126,18 +141,18 @@ class KafkaGroupElection:
         }
         self.elected = threading.Event()
         self._closing = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._failure: BaseException | None = None
+        self._member: subprocess.Popen[str] | None = None
+        self._threads: list[threading.Thread] = []
+        self._failure: str | None = None
 
     def wait_until_elected(self, stopping: threading.Event, waiting: Heartbeat) -> bool:
         # The topic must exist before the group can assign its partition.
         self.journal.prepare_topic()
-        self._thread = threading.Thread(target=self._membership, name="driver-election")
-        self._thread.daemon = True
-        self._thread.start()
+        self._start_member()
         while not stopping.is_set():
             if self._failure is not None:
-                raise self._failure
+                msg = f"the driver election (group {self.conf['group.id']}) failed: {self._failure}"
+                raise ElectionError(msg)
             if self.elected.wait(POLL_S):
                 return True
             waiting()
@@ -145,49 +160,80 @@ class KafkaGroupElection:
 
     def close(self) -> None:
         self._closing.set()
-        if self._thread is not None:
-            self._thread.join(30)
-
-    def _membership(self) -> None:
-        from confluent_kafka import Consumer
-
+        member, self._member = self._member, None
+        if member is None:
+            return
+        with contextlib.suppress(OSError):
+            if member.stdin is not None:
+                member.stdin.close()  # the member leaves the group and ends
         try:
-            consumer = Consumer(self.conf)
-            consumer.subscribe(
-                [self.journal.topic], on_assign=self._assigned, on_revoke=self._revoked
-            )
+            member.wait(30)
+        except subprocess.TimeoutExpired:
+            member.kill()
+            member.wait(30)
+        for thread in self._threads:
+            thread.join(5)
+
+    def _start_member(self) -> None:
+        member = subprocess.Popen(  # noqa: S603 - this interpreter and our own module
+            [sys.executable, "-m", "service.driver.election_member"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self._member = member
+        log.info("%s %d (group %s)", MEMBER_STARTED, member.pid, self.conf["group.id"])
+        request = {"conf": self.conf, "topic": self.journal.topic, "partition": PARTITION}
+        assert member.stdin is not None and member.stdout is not None  # noqa: S101 - PIPEs
+        member.stdin.write(json.dumps(request) + "\n")
+        member.stdin.flush()
+        self._threads = [
+            threading.Thread(target=self._heartbeats, args=(member.stdin,), daemon=True),
+            threading.Thread(target=self._reports, args=(member.stdout,), daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def _heartbeats(self, pipe: TextIO) -> None:
+        """A line per heartbeat interval while this process runs; a paused or starved driver
+        falls silent, and its member then leaves the group after the session timeout."""
+        interval_s = max(0.1, self.session_timeout_ms / 5000)
+        while not self._closing.wait(interval_s):
             try:
-                while not self._closing.is_set():
-                    self._note_error(consumer.poll(POLL_S))
-            finally:
-                consumer.close()  # leaves the group: a standby is assigned at once
-        except BaseException as error:  # handed to a waiting driver; an elected one logs it
-            log.exception("the driver election's consumer failed")
-            self._failure = error
+                pipe.write("\n")
+                pipe.flush()
+            except (OSError, ValueError):
+                return
 
-    def _note_error(self, message: Any) -> None:
-        """Group errors (e.g. a session timeout the brokers refuse) would otherwise leave a
-        standby waiting in silence."""
-        error = message.error() if message is not None else None
-        if error is not None:
-            log.warning("driver election (group %s): %s", self.conf["group.id"], error.str())
+    def _reports(self, lines: TextIO) -> None:
+        for line in lines:
+            word, _, detail = line.strip().partition(" ")
+            if word == election_member.ASSIGNED:
+                log.info("elected the active driver (group %s)", self.conf["group.id"])
+                self.elected.set()
+            elif word == election_member.REVOKED:
+                self._lost("the journal partition was assigned to another driver")
+            elif word == election_member.ERROR:
+                log.warning("driver election (group %s): %s", self.conf["group.id"], detail)
+            elif word == election_member.FAILED:
+                self._failure = detail
+        if not self._closing.is_set():
+            self._failure = self._failure or "its group member process ended"
+            self._lost(f"the group member ended ({self._failure})")
 
-    def _assigned(self, consumer: Any, partitions: list[Any]) -> None:
-        consumer.incremental_assign(partitions)
-        with contextlib.suppress(Exception):  # pausing only saves fetches
-            consumer.pause(partitions)
-        if any(p.topic == self.journal.topic and p.partition == PARTITION for p in partitions):
-            log.info("elected the active driver (group %s)", self.conf["group.id"])
-            self.elected.set()
-
-    def _revoked(self, consumer: Any, partitions: list[Any]) -> None:
-        consumer.incremental_unassign(partitions)
-        if self.elected.is_set() and any(p.partition == PARTITION for p in partitions):
+    def _lost(self, why: str) -> None:
+        if self.elected.is_set():
             # Another driver will open the journal and fence this one; its next append fails.
             log.warning(
-                "lost the election (group %s); expecting to be fenced", self.conf["group.id"]
+                "lost the election (group %s): %s; expecting to be fenced",
+                self.conf["group.id"],
+                why,
             )
-            self.elected.clear()
+        self.elected.clear()
+
+
+class ElectionError(DStreamsError):
+    """The election could not run (e.g. the brokers refused the group's settings)."""
 
 
 def warm_python_workers(

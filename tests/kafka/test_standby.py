@@ -9,12 +9,15 @@ resumes and exits with code 3.
 from __future__ import annotations
 
 import os
+import re
 import signal
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from service.dev.service_process import ServiceProcess
+from service.driver.election import MEMBER_STARTED
 from service.journal.base import JournalState
 from service.journal.kafka import KafkaJournal
 from service.journal.records import EpochRecord
@@ -156,3 +159,42 @@ def test_a_paused_active_driver_is_fenced_when_it_resumes(
         )
         assert standby.terminate() == 0, standby.log_tail()
     assert_exact(kafka_bootstrap, app_id, tmp_path / "out", lines)
+
+
+def test_a_killed_drivers_group_member_leaves_at_once(
+    kafka_bootstrap: str, make_topic: Any, unique_name: str, tmp_path: Path
+) -> None:
+    """With a ten-minute session timeout the brokers would wait that long for a silent member;
+    a take-over within this test's wait shows that the killed driver's member process left the
+    group when the driver died, and then ended."""
+    app_id, lines, config = _setup(kafka_bootstrap, make_topic, unique_name, tmp_path)
+    config["standby"]["session_timeout_ms"] = 600_000
+    assert WAIT_S * 1000 < config["standby"]["session_timeout_ms"]
+    active, standby = start_pair(config, tmp_path)
+    with active, standby:
+        found = re.search(rf"{MEMBER_STARTED} (\d+)", active.log_path.read_text())
+        assert found is not None, active.log_tail()
+        member = int(found.group(1))
+        assert active.kill() == -signal.SIGKILL
+        standby.wait_for(lambda s: s.get("epoch") == 2, WAIT_S, "the standby's epoch")
+        assert _ended(member, WAIT_S), f"the killed driver's group member {member} lingers"
+        topic = config["sources"]["lines"]["topics"][0]
+        ends = {p: LINES_PER_PARTITION for p in range(PARTITIONS)}
+        standby.wait_for(
+            lambda s: group_offsets(kafka_bootstrap, app_id, topic, PARTITIONS) == ends,
+            WAIT_S,
+            "the standby to read everything",
+        )
+        assert standby.terminate() == 0, standby.log_tail()
+    assert_exact(kafka_bootstrap, app_id, tmp_path / "out", lines)
+
+
+def _ended(pid: int, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.1)
+    return False
