@@ -142,8 +142,6 @@ def test_a_paused_active_driver_is_fenced_when_it_resumes(
     kafka_bootstrap: str, make_topic: Any, unique_name: str, tmp_path: Path
 ) -> None:
     app_id, lines, config = _setup(kafka_bootstrap, make_topic, unique_name, tmp_path)
-    topic = config["sources"]["lines"]["topics"][0]
-    ends = {p: LINES_PER_PARTITION for p in range(PARTITIONS)}
     active, standby = start_pair(config, tmp_path)
     with active, standby:
         os.kill(active.pid, signal.SIGSTOP)  # silent, like a hung or partitioned driver
@@ -152,12 +150,7 @@ def test_a_paused_active_driver_is_fenced_when_it_resumes(
         finally:
             os.kill(active.pid, signal.SIGCONT)
         assert active.wait(WAIT_S) == EXIT_FENCED, active.log_tail()
-        standby.wait_for(
-            lambda s: group_offsets(kafka_bootstrap, app_id, topic, PARTITIONS) == ends,
-            WAIT_S,
-            "the standby to read everything",
-        )
-        assert standby.terminate() == 0, standby.log_tail()
+        read_everything_and_stop(standby, kafka_bootstrap, app_id, config)
     assert_exact(kafka_bootstrap, app_id, tmp_path / "out", lines)
 
 
@@ -178,15 +171,22 @@ def test_a_killed_drivers_group_member_leaves_at_once(
         assert active.kill() == -signal.SIGKILL
         standby.wait_for(lambda s: s.get("epoch") == 2, WAIT_S, "the standby's epoch")
         assert _ended(member, WAIT_S), f"the killed driver's group member {member} lingers"
-        topic = config["sources"]["lines"]["topics"][0]
-        ends = {p: LINES_PER_PARTITION for p in range(PARTITIONS)}
-        standby.wait_for(
-            lambda s: group_offsets(kafka_bootstrap, app_id, topic, PARTITIONS) == ends,
-            WAIT_S,
-            "the standby to read everything",
-        )
-        assert standby.terminate() == 0, standby.log_tail()
+        read_everything_and_stop(standby, kafka_bootstrap, app_id, config)
     assert_exact(kafka_bootstrap, app_id, tmp_path / "out", lines)
+
+
+def read_everything_and_stop(
+    driver: ServiceProcess, bootstrap: str, app_id: str, config: dict[str, Any]
+) -> None:
+    """Waits until `driver` has read the whole input, then stops it gracefully."""
+    topic = config["sources"]["lines"]["topics"][0]
+    ends = {p: LINES_PER_PARTITION for p in range(PARTITIONS)}
+    driver.wait_for(
+        lambda s: group_offsets(bootstrap, app_id, topic, PARTITIONS) == ends,
+        WAIT_S,
+        "the driver to read everything",
+    )
+    assert driver.terminate() == 0, driver.log_tail()
 
 
 def _ended(pid: int, timeout_s: float) -> bool:
