@@ -159,6 +159,11 @@ class KafkaSink:
         self.avro = avro
         self.write_from: WriteFrom = write_from
 
+    # When the driver writes, it may write a batch's partitions side by side: each has its own
+    # transactional producer, and the marker reader serializes its own reads. A commit waits
+    # for the coordinator, so four partitions in a row took four round trips.
+    writes_in_parallel = True
+
     @property
     def writes_on_driver(self) -> bool:
         """Whether the driver runs `write` (asked on the driver, once per batch)."""
