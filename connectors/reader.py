@@ -48,7 +48,8 @@ _FORCED: dict[str, Any] = {
 #   (default 100,000), and whatever it fetched past `until` is dropped at `unassign`. Reading
 #   sixteen 62,500-record ranges of a full topic fetched 1.85-1.97 M records at the default and
 #   1.09 M at 10,000 (two `CONSUME_BATCH`es), with a third less CPU in this process and less in the
-#   broker; the reader never waited longer for data.
+#   broker; the reader never waited longer for data. With brokers far away (tens of ms per
+#   fetch), a job may raise it so that a round trip stays hidden behind the records queued.
 # confluent-kafka refuses a Consumer without group.id; this one never joins the group or
 # commits, so a placeholder does.
 _DEFAULTS: dict[str, Any] = {
