@@ -9,6 +9,11 @@ so read the ratios, not the absolute figures.
 1. Capacity: both drain the same preloaded topic (lines of 8 Zipf words, 4 partitions); dstreams
    runs batches back to back (as its scheduler does when behind) after a warm-up pass over the
    same topic. Printed as `capacity ratio (kafka sink, exactly-once): X.XX of the raw ...`.
+   Batch size: the raw loop commits whatever it read in 1 s; unless `--batch-lines` says
+   otherwise, a dstreams batch holds the raw loop's median records per transaction of this run
+   (`max_rate_per_partition` = that / partitions, 1 s interval), so each system's per-commit
+   cost is spread over the same input. Steady rates leave out the first batch (start-up) and
+   the last (the topic runs out part-way through it), for both.
 2. Structured Streaming: PySpark's own word count (`bench/structured_streaming.py`: Kafka
    source and sink, 1 s trigger, running counts in update mode, at-least-once) over the same
    topic in batches of the same size; `vs structured streaming: X.XX×` is dstreams' capacity over
@@ -54,8 +59,10 @@ from sinks.kafka import KafkaSink  # noqa: E402
 PARTITIONS = 4
 WORDS_PER_LINE = 8
 INTERVAL_MS = 1000
-# The back-to-back batch size of the capacity pass: about what the raw loop reads in 1 s here.
-CAPACITY_BATCH_LINES = 250_000
+# The back-to-back batch size of the capacity pass; 0: what the raw loop commits per 1 s
+# transaction in this run (rounded down to BATCH_LINES_STEP). Set once in main().
+CAPACITY_BATCH_LINES = 0
+BATCH_LINES_STEP = 10_000
 # Partitions of the word count's shuffle (the output's tasks); --shuffle-partitions changes it.
 SHUFFLE_PARTITIONS = PARTITIONS
 # One line in this many carries its produce time; at 100,000 lines/s that is 1,000 samples/s.
@@ -187,9 +194,25 @@ def _consume_for(consumer: Any, seconds: float) -> tuple[Counter[str], int]:
 
 
 def steady_rate(batches: list[tuple[int, float]]) -> float:
-    """Records/s from the end of the first batch with data to the end of the last one."""
+    """Records/s from the end of the first batch with data to the end of the last full one.
+
+    The last batch is partial (the topic ran out during it), so it is left out when at least two
+    batches remain after the first: the raw loop's last transaction waits out its whole second,
+    and a dstreams batch pays its fixed cost for fewer records."""
     full = [(n, end) for n, end in batches if n]
+    if len(full) >= 4:
+        full = full[:-1]
     return sum(n for n, _ in full[1:]) / (full[-1][1] - full[0][1])
+
+
+def per_transaction(batches: list[tuple[int, float]]) -> int:
+    """The raw loop's median records per 1 s transaction, first and last left out as above,
+    rounded down to BATCH_LINES_STEP (at least one step)."""
+    counts = [n for n, _ in batches if n]
+    middle = counts[1:-1] or counts
+    return max(
+        BATCH_LINES_STEP, int(statistics.median(middle)) // BATCH_LINES_STEP * BATCH_LINES_STEP
+    )
 
 
 def word_count(
@@ -318,11 +341,32 @@ def breakdown_summary(label: str, outcomes: list[Any]) -> None:
     )
 
 
-def measure_raw_capacity(bootstrap: str, topic: str, lines: int) -> float:
+def measure_raw_capacity(bootstrap: str, topic: str, lines: int) -> tuple[float, int]:
+    """The raw loop's steady records/s and its median records per transaction."""
     raw = raw_loop(bootstrap, topic, topic + "-raw", lambda seen: seen >= lines)
     raw_rate = steady_rate(raw)
     print(f"raw exactly-once loop (confluent-kafka, 1 s transactions): {raw_rate:>9,.0f} records/s")
-    return raw_rate
+    return raw_rate, per_transaction(raw)
+
+
+def describe_batches(raw_per_transaction: int, requested: int) -> None:
+    """Says how the capacity passes size their batches (`requested`; 0: like the raw loop)."""
+    chosen = requested or raw_per_transaction
+    if not requested:
+        why = (
+            f"the raw loop's median records per 1 s transaction in this run "
+            f"({raw_per_transaction:,}), so a batch's commit covers as much input as one of the "
+            "raw loop's"
+        )
+    else:
+        why = (
+            f"set by --batch-lines (the raw loop committed {raw_per_transaction:,} per transaction)"
+        )
+    print(
+        f"capacity batches: {chosen:,} lines (max_rate_per_partition {chosen // PARTITIONS:,} "
+        f"at the 1 s interval), run back to back as the scheduler does when behind: {why}",
+        flush=True,
+    )
 
 
 def measure_capacity(
@@ -421,7 +465,7 @@ def measure_raw_latency(bootstrap: str, topic: str, rate: int, seconds: float) -
 def main() -> int:
     global CAPACITY_BATCH_LINES, SHUFFLE_PARTITIONS  # one setting for every pass of this run
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--lines", type=int, default=1_000_000)
+    parser.add_argument("--lines", type=int, default=2_000_000)
     parser.add_argument("--rate", type=int, default=100_000, help="lines/s of the latency runs")
     parser.add_argument("--seconds", type=float, default=20.0, help="length of each latency run")
     parser.add_argument(
@@ -430,14 +474,14 @@ def main() -> int:
     parser.add_argument(
         "--batch-lines",
         type=int,
-        default=CAPACITY_BATCH_LINES,
-        help="lines per back-to-back batch of the capacity passes (fewer: more batches measured)",
+        default=0,
+        help="lines per back-to-back batch of the capacity passes (default: the raw loop's "
+        "records per 1 s transaction in the same run)",
     )
     parser.add_argument("--shuffle-partitions", type=int, default=PARTITIONS)
     parser.add_argument("--no-structured", action="store_true", help="skip Structured Streaming")
     args = parser.parse_args()
     placements = args.write_from.split(",")
-    CAPACITY_BATCH_LINES = args.batch_lines
     SHUFFLE_PARTITIONS = args.shuffle_partitions
 
     from wordcount_bench import preload
@@ -451,7 +495,9 @@ def main() -> int:
         print(f"preloading {args.lines:,} lines into {topic} ...", flush=True)
         preload(bootstrap, topic, args.lines)
         sc = create_spark_context("dstreams-latency-bench", "local[2]")
-        raw_rate = measure_raw_capacity(bootstrap, topic, args.lines)
+        raw_rate, raw_per_transaction = measure_raw_capacity(bootstrap, topic, args.lines)
+        CAPACITY_BATCH_LINES = args.batch_lines or raw_per_transaction
+        describe_batches(raw_per_transaction, args.batch_lines)
         rates = [measure_capacity(sc, bootstrap, topic, raw_rate, Path(tmp), w) for w in placements]
         for write_from in placements:
             latency_topic = topic + "-d"

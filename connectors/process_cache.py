@@ -83,6 +83,11 @@ class ProcessCache(Generic[K, V]):
                 client = entries[key] = create()
             return client
 
+    def peek(self, key: K) -> V | None:
+        """The client of `key` if one is cached, as it is: nothing is made, checked or closed."""
+        with self._guard() as entries:
+            return entries.get(key)
+
     def evict(self, key: K) -> None:
         """Forget and close the client of `key`, if any; the next `get` makes a new one."""
         with self._guard() as entries:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 
 CRASH_EXIT_CODE = 137
@@ -36,14 +37,17 @@ POINTS = (
 STRAGGLE_POINTS = ("task-before-write", "task-after-write")
 DEFAULT_STRAGGLE_S = 20.0
 _passes: dict[str, int] = {}
+# The driver may write several partitions at once (service/graph/outputs.py): count every pass.
+_passes_lock = threading.Lock()
 
 
 def crash_point(point: str) -> None:
     """Dies here if the environment names this point and its pass count is reached."""
     if os.environ.get("DSTREAMS_CRASH_AT") != point:
         return
-    _passes[point] = _passes.get(point, 0) + 1
-    if _passes[point] < int(os.environ.get("DSTREAMS_CRASH_AFTER", "1")):
+    with _passes_lock:
+        _passes[point] = passes = _passes.get(point, 0) + 1
+    if passes < int(os.environ.get("DSTREAMS_CRASH_AFTER", "1")):
         return
     once = os.environ.get("DSTREAMS_CRASH_ONCE")
     if once and not _first_to_claim(once):

@@ -79,6 +79,7 @@ from sinks.kafka_producers import (
     client_settings,
     close_producers,
     discard_producer,
+    known_marker,
     open_producers,
     spark_master_is_local,
     transactional_producer,
@@ -159,6 +160,11 @@ class KafkaSink:
         self.avro = avro
         self.write_from: WriteFrom = write_from
 
+    # When the driver writes, it may write a batch's partitions side by side: each has its own
+    # transactional producer, and the marker reader serializes its own reads. A commit waits
+    # for the coordinator, so four partitions in a row took four round trips.
+    writes_in_parallel = True
+
     @property
     def writes_on_driver(self) -> bool:
         """Whether the driver runs `write` (asked on the driver, once per batch)."""
@@ -220,12 +226,14 @@ class KafkaSink:
         open_producers([self.producer_settings(key) for key in keys])
 
     def commit(self, app: str, output: str, batch_time: int, partitions: int) -> None:
-        """Raise `SinkError` unless every partition's last committed marker is `>= batch_time`."""
-        topic = self.marker_topic_for(app, output)
-        reader = marker_reader(self.conf)
-        available = min(partitions, partition_count(reader.tail.consumer, topic))
-        expected = [Marker(app, output, p, batch_time) for p in range(available)]
-        found = dict.fromkeys(range(partitions)) | reader.last_of(topic, expected)
+        """Raise `SinkError` unless every partition's last committed marker is `>= batch_time`.
+
+        Markers this process committed itself (the driver's writes) are known already; only the
+        others are read from the marker topic (one round trip of ~15-30 ms per batch saved)."""
+        found = self._known_markers(app, output, batch_time, partitions)
+        unknown = [p for p, t in found.items() if t is None or t < batch_time]
+        if unknown:
+            found |= self._read_markers(app, output, batch_time, unknown)
         missing = {p: t for p, t in found.items() if t is None or t < batch_time}
         if missing:
             shown = ", ".join(f"{p} (last marker {t})" for p, t in sorted(missing.items()))
@@ -235,6 +243,22 @@ class KafkaSink:
                 "write job (writes are idempotent) before completing the batch"
             )
             raise SinkError(msg)
+
+    def _known_markers(
+        self, app: str, output: str, batch_time: int, partitions: int
+    ) -> dict[int, int | None]:
+        keys = [BatchKey(app, output, batch_time, p) for p in range(partitions)]
+        return {key.partition: known_marker(self.producer_settings(key)) for key in keys}
+
+    def _read_markers(
+        self, app: str, output: str, batch_time: int, wanted: list[int]
+    ) -> dict[int, int | None]:
+        """The last committed markers of the `wanted` partitions, read from the marker topic."""
+        topic = self.marker_topic_for(app, output)
+        reader = marker_reader(self.conf)
+        available = partition_count(reader.tail.consumer, topic)
+        expected = [Marker(app, output, p, batch_time) for p in wanted if p < available]
+        return dict.fromkeys(wanted) | reader.last_of(topic, expected)
 
     def close(self) -> None:
         """Close this process's cached producers and marker readers.

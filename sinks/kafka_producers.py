@@ -158,6 +158,18 @@ def transactional_producer(settings: dict[str, Any]) -> TransactionalProducer:
     return _PRODUCERS.get(conf_key(settings), lambda: _make_claimed(settings))
 
 
+def known_marker(settings: dict[str, Any]) -> int | None:
+    """The last marker this process's producer for `settings` saw committed and visible, or
+    None when there is no such producer or it has not learnt its marker yet.
+
+    A committed marker stays committed whatever happens to the producer later (fenced, closed),
+    so the value is a fact about Kafka that needs no second read."""
+    producer = _PRODUCERS.peek(conf_key(settings))
+    if producer is None or not producer.marker_known:
+        return None
+    return producer.marker
+
+
 def open_producers(every_settings: list[dict[str, Any]]) -> None:
     """Initialize the producers of `every_settings` at once, in threads, and cache them.
 

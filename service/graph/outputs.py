@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
@@ -102,15 +103,22 @@ class SinkOutput:
         self.sink.close()
 
     def _write_on_driver(self, rdd: RDD, app: str, batch_time: int) -> list[Report]:
-        """For driver-side sinks (console, tests): collect each partition, then write it."""
+        """For driver-side sinks (console, tests, the Kafka sink in local mode): collect each
+        partition, then write it. A sink whose writes may overlap (`writes_in_parallel`) gets
+        one thread per partition, so a batch waits for its slowest write, not for their sum."""
         parts = rdd.mapPartitionsWithIndex(collect_partition).collect()
-        reports = []
-        for index, rows in parts:
-            started = time.monotonic()
-            result = self.sink.write(BatchKey(app, self.name, batch_time, index), rows)
-            seconds = time.monotonic() - started
-            reports.append((index, result.rows, result.skipped, result.opened_client, 0, seconds))
-        return reports
+        write = partial(self._timed_write, app, batch_time)
+        if len(parts) > 1 and getattr(self.sink, "writes_in_parallel", False):
+            with ThreadPoolExecutor(len(parts), thread_name_prefix=f"write-{self.name}") as pool:
+                return list(pool.map(write, parts))
+        return [write(part) for part in parts]
+
+    def _timed_write(self, app: str, batch_time: int, part: tuple[int, list[Any]]) -> Report:
+        index, rows = part
+        started = time.monotonic()
+        result = self.sink.write(BatchKey(app, self.name, batch_time, index), rows)
+        seconds = time.monotonic() - started
+        return (index, result.rows, result.skipped, result.opened_client, 0, seconds)
 
 
 class ForeachBatchOutput:

@@ -24,6 +24,7 @@ from sinks.base import BatchKey, Sink, WriteResult
 from sinks.dead_letters import DeadLetter, DeadLetterSink
 from sinks.kafka import KafkaSink, close_clients
 from sinks.kafka_markers import Marker, marker_reader
+from sinks.kafka_producers import close_producers
 
 APP = "testapp"
 # Short, so that a transaction a failed test leaves open cannot block later reads for long; well
@@ -142,6 +143,34 @@ def test_commit_names_the_partitions_without_a_marker(
     sink.commit(APP, unique_name, 1000, partitions=2)  # idempotent
     with pytest.raises(SinkError, match=r"missing for partitions 0 \(last marker 1000\)"):
         sink.commit(APP, unique_name, 2000, partitions=2)
+
+
+def test_commit_reads_only_the_markers_this_process_did_not_commit(
+    kafka_bootstrap: str, unique_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sink = _sink(kafka_bootstrap, unique_name)
+    sink.setup(APP, unique_name)
+    sink.write(BatchKey(APP, unique_name, 1000, 1), [("b", 1)])
+    close_producers()  # as if another process had written partition 1
+    sink.write(BatchKey(APP, unique_name, 1000, 0), [("a", 1)])
+    reader = marker_reader(sink.conf)
+    read_back: list[list[int]] = []
+    last_of = reader.last_of
+
+    def spied(topic: str, expected: list[Marker]) -> dict[int, int | None]:
+        read_back.append([marker.partition for marker in expected])
+        return last_of(topic, expected)
+
+    monkeypatch.setattr(reader, "last_of", spied)
+
+    sink.commit(APP, unique_name, 1000, partitions=2)
+    assert read_back == [[1]]  # partition 0's marker is the one this process committed
+
+    read_back.clear()
+    shown = r"0 \(last marker 1000\), 1 \(last marker 1000\)"
+    with pytest.raises(SinkError, match=f"missing for partitions {shown}"):
+        sink.commit(APP, unique_name, 2000, partitions=2)
+    assert read_back == [[0, 1]]  # a known marker below the batch is checked in Kafka too
 
 
 def test_close_releases_the_clients_and_a_later_commit_opens_new_ones(

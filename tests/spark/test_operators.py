@@ -181,3 +181,36 @@ def test_duplicate_output_names_are_refused(sc: Any, output_names: tuple[str, st
     stream.write(output_names[0], MemorySink())
     with pytest.raises(ConfigError, match="declared twice"):
         stream.write(output_names[1], MemorySink())
+
+
+class ThreadNotingSink(MemorySink):
+    """A memory sink that writes partitions side by side and notes which thread wrote each."""
+
+    writes_in_parallel = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.threads: dict[int, str] = {}
+
+    def write(self, key: Any, rows: Any) -> Any:
+        import threading
+
+        self.threads[key.partition] = threading.current_thread().name
+        return super().write(key, rows)
+
+
+def test_a_sink_that_writes_in_parallel_gets_a_thread_per_partition_and_the_same_rows(
+    sc: Any,
+) -> None:
+    def one_run(sink: MemorySink) -> dict[Any, list[Any]]:
+        ctx = StreamingContext(sc, "golden", 1000, 3)
+        words = ctx.queue_stream([["x y z w"] * 5, ["q r s"]]).flat_map(str.split)
+        words.count_by_value().write("out", sink)
+        run_contexts(ctx, 2)
+        return {key: sorted(rows) for key, rows in sink.parts.items()}
+
+    parallel = ThreadNotingSink()
+
+    assert one_run(parallel) == one_run(MemorySink())
+    assert sorted(parallel.threads) == [0, 1, 2]
+    assert all(name.startswith("write-out") for name in parallel.threads.values())

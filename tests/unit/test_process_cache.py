@@ -40,6 +40,16 @@ def test_one_client_per_key_until_it_is_evicted() -> None:
     assert len(cache) == 2
 
 
+def test_peek_shows_a_cached_client_without_making_one() -> None:
+    cache = made()
+    assert cache.peek("a") is None
+    first = cache.get("a", lambda: Client("a1"))
+
+    assert cache.peek("a") is first
+    assert cache.peek("b") is None
+    assert len(cache) == 1  # peeking made nothing
+
+
 def test_an_unusable_client_is_closed_and_replaced() -> None:
     cache = made()
     stale = cache.get("a", lambda: Client("old"))
