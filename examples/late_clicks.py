@@ -10,12 +10,34 @@ dead-letter topic (configure `dead_letter.topic`). Configure the `lines` source 
 
 from __future__ import annotations
 
+from typing import Any
+
 from service.graph.context import StreamingContext
 
 PAGE_WINDOWS = "page_windows"
 LENGTH_MS = 10_000
 SLACK_MS = 2_000
 LATENESS_MS = 10_000
+
+
+def postgres_sink(dsn: str, table: str) -> dict[str, Any]:
+    """The `page_windows` sink this job expects, as a config entry: one row per window, upserted
+    on (page, start_ms), a correction replacing its row only with a higher revision."""
+    return {
+        "type": "postgres",
+        "dsn": dsn,
+        "table": table,
+        "columns": ["page", "start_ms", "end_ms", "clicks", "revision"],
+        "column_types": {
+            "page": "text",
+            "start_ms": "bigint",
+            "end_ms": "bigint",
+            "clicks": "bigint",
+            "revision": "integer",
+        },
+        "key_columns": ["page", "start_ms"],
+        "version_column": "revision",
+    }
 
 
 def parse_click(line: str) -> tuple[str, int]:

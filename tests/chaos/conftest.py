@@ -347,6 +347,12 @@ class ChaosApp:
             f"{batches} completed batch(es)",
         )
 
+    def kill_and_restart(self, driver: ServiceProcess) -> None:
+        """SIGKILL, as a crash would; start again at once and wait until Spark is up."""
+        assert driver.kill() == -9, driver.log_tail()
+        driver.start()
+        self.wait_started(driver)
+
     def stop(self, driver: ServiceProcess) -> None:
         """Graceful stop (SIGTERM); the driver must exit 0."""
         code = driver.terminate()

@@ -53,9 +53,7 @@ def test_malformed_records_go_to_dead_letters_exactly_once(chaos_app: ChaosApp) 
     app.wait_completed(driver)
     for _ in range(KILLS):
         time.sleep(rng.uniform(1.0, 6.0))
-        assert driver.kill() == -9, driver.log_tail()
-        driver.start()
-        app.wait_started(driver)
+        app.kill_and_restart(driver)
     app.wait_drained(driver)
     app.stop(driver)
 

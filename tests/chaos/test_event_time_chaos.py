@@ -28,7 +28,14 @@ from typing import Any
 import psycopg
 import pytest
 
-from examples.late_clicks import LATENESS_MS, LENGTH_MS, PAGE_WINDOWS, SLACK_MS, parse_click
+from examples.late_clicks import (
+    LATENESS_MS,
+    LENGTH_MS,
+    PAGE_WINDOWS,
+    SLACK_MS,
+    parse_click,
+    postgres_sink,
+)
 from service.dev.service_process import ServiceProcess
 from service.graph.state_functions import constant_one
 from service.journal.base import JournalState
@@ -66,23 +73,7 @@ def make_clicks(seed: int, count: int) -> list[str]:
 def event_config(app: ChaosApp) -> dict[str, Any]:
     return {
         "job": JOB,
-        "sinks": {
-            PAGE_WINDOWS: {
-                "type": "postgres",
-                "dsn": app.dsn,
-                "table": "page_windows",
-                "columns": ["page", "start_ms", "end_ms", "clicks", "revision"],
-                "column_types": {
-                    "page": "text",
-                    "start_ms": "bigint",
-                    "end_ms": "bigint",
-                    "clicks": "bigint",
-                    "revision": "integer",
-                },
-                "key_columns": ["page", "start_ms"],
-                "version_column": "revision",
-            }
-        },
+        "sinks": {PAGE_WINDOWS: postgres_sink(app.dsn, "page_windows")},
         "checkpoint": {
             "path": str(app.workdir / "state" / "checkpoints"),
             "interval_batches": 3,

@@ -16,7 +16,14 @@ from typing import Any
 import psycopg
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from examples.late_clicks import LATENESS_MS, LENGTH_MS, PAGE_WINDOWS, SLACK_MS, parse_click
+from examples.late_clicks import (
+    LATENESS_MS,
+    LENGTH_MS,
+    PAGE_WINDOWS,
+    SLACK_MS,
+    parse_click,
+    postgres_sink,
+)
 from service.dev.brokers import create_topic
 from service.dev.service_process import ServiceProcess
 from service.graph import functions
@@ -72,23 +79,7 @@ def config(app: str, bootstrap: str, topic: str, dsn: str, tmp: Path) -> dict[st
                 "max_rate_per_partition": RATE_PER_PARTITION,
             }
         },
-        "sinks": {
-            PAGE_WINDOWS: {
-                "type": "postgres",
-                "dsn": dsn,
-                "table": f"{app}_windows",
-                "columns": ["page", "start_ms", "end_ms", "clicks", "revision"],
-                "column_types": {
-                    "page": "text",
-                    "start_ms": "bigint",
-                    "end_ms": "bigint",
-                    "clicks": "bigint",
-                    "revision": "integer",
-                },
-                "key_columns": ["page", "start_ms"],
-                "version_column": "revision",
-            }
-        },
+        "sinks": {PAGE_WINDOWS: postgres_sink(dsn, f"{app}_windows")},
         "dead_letter": {"topic": f"{app}.dead-letters"},
         "journal": {"type": "file", "path": str(tmp / "journal")},
         "checkpoint": {"path": str(tmp / "checkpoints"), "interval_batches": 2},
