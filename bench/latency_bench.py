@@ -28,12 +28,13 @@ sink's transactions (`sinks.kafka`, ``write_from``), in the same run against the
 
 Usage: python bench/latency_bench.py [--lines N] [--rate LINES_PER_S] [--seconds S]
        [--write-from auto|driver|executors[,...]] [--batch-lines N]
-       [--shuffle-partitions N] [--no-structured]
+       [--shuffle-partitions N] [--read-tasks N] [--no-structured]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import statistics
 import sys
@@ -63,8 +64,13 @@ INTERVAL_MS = 1000
 # transaction in this run (rounded down to BATCH_LINES_STEP). Set once in main().
 CAPACITY_BATCH_LINES = 0
 BATCH_LINES_STEP = 10_000
-# Partitions of the word count's shuffle (the output's tasks); --shuffle-partitions changes it.
-SHUFFLE_PARTITIONS = PARTITIONS
+# Partitions of the word count's shuffle (the output's tasks) and the most tasks that read a
+# batch (the source's max_partitions): one per core by default, as an operator sizes a job for
+# its machine, since each task costs ~15 ms however little it does (docs/design-notes.md).
+# --shuffle-partitions and --read-tasks change them.
+CORES = os.cpu_count() or 1
+SHUFFLE_PARTITIONS = CORES
+READ_TASKS: int | None = CORES
 # One line in this many carries its produce time; at 100,000 lines/s that is 1,000 samples/s.
 STAMP_EVERY = 100
 # Latency samples of the first seconds (Spark's first jobs, the first transactions) are left out.
@@ -229,6 +235,7 @@ def word_count(
         topics=[topic],
         starting_offsets=StartingOffsets.earliest(),
         max_rate_per_partition=batch_lines // PARTITIONS if batch_lines else None,
+        max_partitions=READ_TASKS,
     ).values()
     out = f"{topic}-{workdir.name}"
     sink = KafkaSink({"bootstrap.servers": bootstrap}, out, PARTITIONS, write_from=write_from)
@@ -463,7 +470,7 @@ def measure_raw_latency(bootstrap: str, topic: str, rate: int, seconds: float) -
 
 
 def main() -> int:
-    global CAPACITY_BATCH_LINES, SHUFFLE_PARTITIONS  # one setting for every pass of this run
+    global CAPACITY_BATCH_LINES, SHUFFLE_PARTITIONS, READ_TASKS  # one setting for every pass
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lines", type=int, default=2_000_000)
     parser.add_argument("--rate", type=int, default=100_000, help="lines/s of the latency runs")
@@ -478,11 +485,25 @@ def main() -> int:
         help="lines per back-to-back batch of the capacity passes (default: the raw loop's "
         "records per 1 s transaction in the same run)",
     )
-    parser.add_argument("--shuffle-partitions", type=int, default=PARTITIONS)
+    parser.add_argument(
+        "--shuffle-partitions", type=int, default=CORES, help="the word count's reduce tasks"
+    )
+    parser.add_argument(
+        "--read-tasks",
+        type=int,
+        default=CORES,
+        help="most tasks reading a batch (the source's max_partitions); 0: one per partition",
+    )
     parser.add_argument("--no-structured", action="store_true", help="skip Structured Streaming")
     args = parser.parse_args()
     placements = args.write_from.split(",")
     SHUFFLE_PARTITIONS = args.shuffle_partitions
+    READ_TASKS = args.read_tasks or None
+    print(
+        f"dstreams tasks per batch: {READ_TASKS or PARTITIONS} reading {PARTITIONS} partitions, "
+        f"{SHUFFLE_PARTITIONS} reducing ({CORES} cores)",
+        flush=True,
+    )
 
     from wordcount_bench import preload
 

@@ -429,6 +429,43 @@ def split_ranges(ranges: Sequence[OffsetRange], min_partitions: int) -> list[Off
     return pieces
 
 
+def partition_bounds_problem(min_partitions: int, max_partitions: int | None) -> str | None:
+    """What is wrong with a source's `min_partitions`/`max_partitions` pair, if anything."""
+    if max_partitions is not None and max_partitions < min_partitions:
+        return (
+            f"max_partitions ({max_partitions}) is below min_partitions ({min_partitions}); "
+            "expected max_partitions >= min_partitions, or max_partitions unset"
+        )
+    return None
+
+
+def pack_ranges(pieces: Sequence[OffsetRange], max_groups: int | None) -> list[list[OffsetRange]]:
+    """`pieces` (as `split_ranges` returns them) in at most `max_groups` groups, one Spark
+    partition each; none: one piece per group.
+
+    On a few cores a task's fixed cost (scheduling, the Python worker's round trip: ~15 ms on 2
+    cores) outweighs reading a small range, so a job of fewer, fuller tasks finishes sooner.
+    Largest pieces first, each to the lightest group (the lowest index on a tie), then each
+    group in offset order: the grouping depends on the pieces alone, so a replay of a batch
+    reads the same records in the same partitions.
+
+    >>> pieces = [OffsetRange("t", p, 0, n) for p, n in enumerate([50, 10, 30, 20])]
+    >>> [[r.partition for r in g] for g in pack_ranges(pieces, 2)]
+    [[0, 1], [2, 3]]
+    >>> len(pack_ranges(pieces, None)), len(pack_ranges(pieces, 8))
+    (4, 4)
+    """
+    if max_groups is None or len(pieces) <= max_groups:
+        return [[piece] for piece in pieces]
+    groups: list[list[OffsetRange]] = [[] for _ in range(max_groups)]
+    totals = [0] * max_groups
+    for piece in sorted(pieces, key=lambda r: (-r.count, r)):
+        lightest = min(range(max_groups), key=lambda g: (totals[g], g))
+        groups[lightest].append(piece)
+        totals[lightest] += piece.count
+    return [sorted(group) for group in groups]
+
+
 # --- the confluent-kafka implementation of KafkaMetadata ---------------------------------------
 
 # Forced because correctness depends on them: ranges must end at the LSO, and this consumer must

@@ -36,7 +36,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from connectors.planner import StartingOffsets
+from connectors.planner import StartingOffsets, partition_bounds_problem
 from service.config.loading import deep_merge, read_env, read_yaml
 from service.config.masters import SparkMaster, parse_master
 from service.config.paths import shipped_config_file
@@ -349,6 +349,12 @@ class KafkaSourceSettings(_Model):
     """Most records per second read from one partition; none means no limit."""
     min_partitions: int = Field(default=1, ge=1)
     """Fewest Spark partitions a batch's input is split into (large ranges are cut)."""
+    max_partitions: int | None = Field(default=None, ge=1)
+    """Most Spark partitions (tasks) that read a batch's input; small ranges share a task. None:
+    one task per partition's range. Each task costs ~15 ms however little it reads, so on a few
+    cores a small batch finishes sooner in about as many tasks as cores. Keep min_partitions,
+    max_partitions and the job's partition counts unchanged across restarts: a replayed batch
+    must be cut the same way."""
     codec: Literal["bytes", "utf-8", "json", "avro"] = "bytes"
     """How record values are decoded."""
     avro: AvroReadSettings = Field(default_factory=AvroReadSettings)
@@ -420,6 +426,12 @@ class KafkaSourceSettings(_Model):
                 msg = f"starting_offsets names topics not in topics: {', '.join(unknown)}"
                 raise ValueError(msg)
         self._starting = starting
+        return self
+
+    @model_validator(mode="after")
+    def _partition_bounds(self) -> KafkaSourceSettings:
+        if problem := partition_bounds_problem(self.min_partitions, self.max_partitions):
+            raise ValueError(problem)
         return self
 
 

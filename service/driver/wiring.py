@@ -41,6 +41,7 @@ def make_kafka_source(settings: Settings, ctx: StreamingContext, name: str) -> K
         starting_offsets=source.starting,
         max_rate_per_partition=source.max_rate_per_partition,
         min_partitions=source.min_partitions,
+        max_partitions=source.max_partitions,
         codec=source.codec,
         fail_on_data_loss=source.fail_on_data_loss,
     )

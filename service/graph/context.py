@@ -83,6 +83,7 @@ class StreamingContext:
         starting_offsets: StartingOffsets | None = None,
         max_rate_per_partition: float | None = None,
         min_partitions: int = 1,
+        max_partitions: int | None = None,
         codec: str = "utf-8",
         fail_on_data_loss: bool = True,
     ) -> KafkaInputDStream:
@@ -90,10 +91,20 @@ class StreamingContext:
 
         `kafka_conf` is librdkafka configuration (at least `bootstrap.servers`). Elements are
         `SourceRecord`s; the first batch ever starts at `starting_offsets` (None: earliest).
+        A batch is read by at least `min_partitions` tasks (large ranges cut) and, when set, at
+        most `max_partitions` (small ranges share a task; `connectors.planner.pack_ranges`).
         """
-        from connectors.planner import ConfluentMetadata, OffsetPlanner, StartingOffsets
+        from connectors.planner import (
+            ConfluentMetadata,
+            OffsetPlanner,
+            StartingOffsets,
+            partition_bounds_problem,
+        )
 
         self._check_new_source(name)
+        if problem := partition_bounds_problem(min_partitions, max_partitions):
+            msg = f"source {name!r}: {problem}"
+            raise ConfigError(msg)
         metadata = ConfluentMetadata(kafka_conf)
         self._closeables.append(metadata)
         planner = OffsetPlanner(
@@ -107,7 +118,15 @@ class StreamingContext:
         subscription: list[str] | str = sorted(topics) if topics is not None else str(pattern)
         policy = ReadPolicy(fail_on_data_loss=fail_on_data_loss)
         stream = KafkaInputDStream(
-            self, name, planner, kafka_conf, codec, min_partitions, subscription, policy
+            self,
+            name,
+            planner,
+            kafka_conf,
+            codec,
+            min_partitions,
+            subscription,
+            policy,
+            max_partitions,
         )
         stream.metadata = metadata
         self._sources_by_name[name] = stream

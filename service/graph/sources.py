@@ -136,6 +136,7 @@ class KafkaInputDStream(InputDStream):
         min_partitions: int,
         subscription: list[str] | str,
         read_policy: ReadPolicy | None = None,
+        max_partitions: int | None = None,
     ) -> None:
         super().__init__(ctx, name, "kafka")
         self.planner = planner
@@ -144,6 +145,7 @@ class KafkaInputDStream(InputDStream):
         self._conf = consumer_conf
         self._codec = codec
         self._min_partitions = min_partitions
+        self._max_partitions = max_partitions
         self.params["codec"] = codec
         self.params["subscription"] = subscription
         # What a read does with undecodable records and deleted offsets; the wiring replaces it
@@ -202,13 +204,14 @@ class KafkaInputDStream(InputDStream):
                 raise replay_data_loss(tp, offset, low, batch_time)
 
     def compute(self, plan: BatchPlan) -> RDD:
-        from connectors.planner import split_ranges
+        from connectors.planner import pack_ranges, split_ranges
 
         ranges = [r for r in plan.source(self.name).ranges if r.count]
         pieces = split_ranges(ranges, self._min_partitions)
         if not pieces:
             return self.ctx.sc.emptyRDD()
-        slices = self.ctx.sc.parallelize([[piece] for piece in pieces], len(pieces))
+        groups = pack_ranges(pieces, self._max_partitions)
+        slices = self.ctx.sc.parallelize(groups, len(groups))
         counters = self.ctx.input_counters
         codec = self._codec_object or self._codec
         values_only = not self._needs_metadata()

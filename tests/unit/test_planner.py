@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 
 import pytest
 from confluent_kafka import KafkaError
+from hypothesis import given
+from hypothesis import strategies as st
 
 from connectors.kafka_client import is_transient
 from connectors.offsets import OffsetRange
@@ -18,6 +20,8 @@ from connectors.planner import (
     StartingOffsets,
     TopicPartition,
     Watermarks,
+    pack_ranges,
+    partition_bounds_problem,
     split_ranges,
 )
 from service.errors import ConfigError, DataLoss
@@ -387,6 +391,40 @@ def test_split_covers_exactly_the_input_and_reaches_the_minimum(min_partitions: 
     assert covered(pieces) == covered(ranges)
     assert len(pieces) >= min(min_partitions, sum(r.count for r in ranges))
     assert pieces == split_ranges(list(reversed(ranges)), min_partitions)
+
+
+# --- pack_ranges -------------------------------------------------------------------------------
+
+
+@given(
+    counts=st.lists(st.integers(min_value=1, max_value=1000), min_size=1, max_size=12),
+    max_groups=st.integers(min_value=1, max_value=16),
+)
+def test_packing_keeps_every_piece_once_in_at_most_max_groups(
+    counts: list[int], max_groups: int
+) -> None:
+    pieces = sorted(OffsetRange("a", p, 0, n) for p, n in enumerate(counts))
+    groups = pack_ranges(pieces, max_groups)
+    assert len(groups) == min(max_groups, len(pieces))
+    assert sorted(r for group in groups for r in group) == pieces
+    assert all(group == sorted(group) and group for group in groups)
+    assert groups == pack_ranges(list(pieces), max_groups)  # a replay packs the same way
+    totals = [sum(r.count for r in group) for group in groups]
+    # Largest first to the lightest group: no group exceeds another by more than one piece.
+    assert max(totals) - min(totals) <= max(counts)
+
+
+def test_packing_is_one_piece_per_group_without_a_maximum() -> None:
+    pieces = [OffsetRange("a", p, 0, 10) for p in range(3)]
+    assert pack_ranges(pieces, None) == [[r] for r in pieces]
+
+
+def test_partition_bounds_name_the_problem() -> None:
+    assert partition_bounds_problem(2, None) is None
+    assert partition_bounds_problem(2, 2) is None
+    problem = partition_bounds_problem(4, 2)
+    assert problem is not None
+    assert "max_partitions (2) is below min_partitions (4)" in problem
 
 
 @pytest.mark.parametrize(

@@ -311,6 +311,15 @@ def test_starting_offsets_errors(tmp_path: Path) -> None:
         assert expected in found
 
 
+def test_max_partitions_below_min_partitions_is_refused(tmp_path: Path) -> None:
+    text = MINIMAL.replace(
+        "{topics: [words]}", "{topics: [words], min_partitions: 4, max_partitions: 2}"
+    )
+    (found,) = problems(tmp_path, text)
+    assert found.startswith("sources.words")
+    assert "max_partitions (2) is below min_partitions (4)" in found
+
+
 # --- Secrets ---------------------------------------------------------------------------------
 
 SECRETS = f"""\
