@@ -88,23 +88,12 @@ class StreamingContext:
         fail_on_data_loss: bool = True,
     ) -> KafkaInputDStream:
         """A direct Kafka source: each batch reads planned offset ranges, fetched by executors.
+        `kafka_conf`: librdkafka's (at least `bootstrap.servers`). Elements are `SourceRecord`s;
+        the first batch ever starts at `starting_offsets` (None: earliest). A batch is read by at
+        least `min_partitions` tasks and at most `max_partitions` (`connectors.planner`)."""
+        from connectors.planner import ConfluentMetadata, OffsetPlanner, StartingOffsets
 
-        `kafka_conf` is librdkafka configuration (at least `bootstrap.servers`). Elements are
-        `SourceRecord`s; the first batch ever starts at `starting_offsets` (None: earliest).
-        A batch is read by at least `min_partitions` tasks (large ranges cut) and, when set, at
-        most `max_partitions` (small ranges share a task; `connectors.planner.pack_ranges`).
-        """
-        from connectors.planner import (
-            ConfluentMetadata,
-            OffsetPlanner,
-            StartingOffsets,
-            partition_bounds_problem,
-        )
-
-        self._check_new_source(name)
-        if problem := partition_bounds_problem(min_partitions, max_partitions):
-            msg = f"source {name!r}: {problem}"
-            raise ConfigError(msg)
+        self._check_new_source(name, min_partitions, max_partitions)
         metadata = ConfluentMetadata(kafka_conf)
         self._closeables.append(metadata)
         planner = OffsetPlanner(
@@ -118,23 +107,23 @@ class StreamingContext:
         subscription: list[str] | str = sorted(topics) if topics is not None else str(pattern)
         policy = ReadPolicy(fail_on_data_loss=fail_on_data_loss)
         stream = KafkaInputDStream(
-            self,
-            name,
-            planner,
-            kafka_conf,
-            codec,
-            min_partitions,
-            subscription,
-            policy,
-            max_partitions,
+            self, name, planner, kafka_conf, codec, min_partitions, subscription, policy
         )
+        stream.max_partitions = max_partitions
         stream.metadata = metadata
         self._sources_by_name[name] = stream
         return stream
 
-    def _check_new_source(self, name: str) -> None:
+    def _check_new_source(
+        self, name: str, min_partitions: int = 1, max_partitions: int | None = None
+    ) -> None:
+        from connectors.planner import partition_bounds_problem
+
         if name in self._sources_by_name:
             msg = f"source {name!r} is declared twice; give each source its own name"
+            raise ConfigError(msg)
+        if problem := partition_bounds_problem(min_partitions, max_partitions):
+            msg = f"source {name!r}: {problem}"
             raise ConfigError(msg)
 
     def consumer_lag(self) -> dict[tuple[str, int], int]:

@@ -136,7 +136,6 @@ class KafkaInputDStream(InputDStream):
         min_partitions: int,
         subscription: list[str] | str,
         read_policy: ReadPolicy | None = None,
-        max_partitions: int | None = None,
     ) -> None:
         super().__init__(ctx, name, "kafka")
         self.planner = planner
@@ -145,7 +144,8 @@ class KafkaInputDStream(InputDStream):
         self._conf = consumer_conf
         self._codec = codec
         self._min_partitions = min_partitions
-        self._max_partitions = max_partitions
+        # Most tasks that read a batch (`connectors.planner.pack_ranges`); None: one per range.
+        self.max_partitions: int | None = None
         self.params["codec"] = codec
         self.params["subscription"] = subscription
         # What a read does with undecodable records and deleted offsets; the wiring replaces it
@@ -210,7 +210,7 @@ class KafkaInputDStream(InputDStream):
         pieces = split_ranges(ranges, self._min_partitions)
         if not pieces:
             return self.ctx.sc.emptyRDD()
-        groups = pack_ranges(pieces, self._max_partitions)
+        groups = pack_ranges(pieces, self.max_partitions)
         slices = self.ctx.sc.parallelize(groups, len(groups))
         counters = self.ctx.input_counters
         codec = self._codec_object or self._codec
