@@ -35,16 +35,24 @@ def produce_lines(bootstrap: str, topic: str) -> dict[int, list[str]]:
     )
 
 
-def build_word_count(sc: Any, bootstrap: str, topic: str, out: Path) -> StreamingContext:
-    ctx = StreamingContext(sc, "wc-e2e", INTERVAL_MS, default_partitions=3)
+def lines_of(
+    sc: Any, app: str, bootstrap: str, topic: str, **split: int
+) -> tuple[StreamingContext, Any]:
+    """A context and its source of the topic's lines, `split` into read tasks as asked."""
+    ctx = StreamingContext(sc, app, INTERVAL_MS, default_partitions=3)
     lines = ctx.kafka_stream(
         "lines",
         {"bootstrap.servers": bootstrap},
         topics=[topic],
         starting_offsets=StartingOffsets.earliest(),
         max_rate_per_partition=RATE_PER_PARTITION,
-        min_partitions=4,
+        **split,  # type: ignore[arg-type]  # min_partitions / max_partitions only
     ).values()
+    return ctx, lines
+
+
+def build_word_count(sc: Any, bootstrap: str, topic: str, out: Path) -> StreamingContext:
+    ctx, lines = lines_of(sc, "wc-e2e", bootstrap, topic, min_partitions=4)
     lines.flat_map(words_of).map(pair_with_one).reduce_by_key(add).write("counts", FileSink(out))
     return ctx
 
@@ -148,16 +156,8 @@ def test_packed_ranges_give_each_output_partition_the_same_lines_on_replay(
     lines = produce_lines(kafka_bootstrap, topic)
 
     def build(out: Path) -> StreamingContext:
-        ctx = StreamingContext(sc, "packed", INTERVAL_MS, default_partitions=3)
-        stream = ctx.kafka_stream(
-            "lines",
-            {"bootstrap.servers": kafka_bootstrap},
-            topics=[topic],
-            starting_offsets=StartingOffsets.earliest(),
-            max_rate_per_partition=RATE_PER_PARTITION,
-            max_partitions=2,
-        )
-        stream.values().write("lines", FileSink(out))
+        ctx, lines = lines_of(sc, "packed", kafka_bootstrap, topic, max_partitions=2)
+        lines.write("lines", FileSink(out))
         return ctx
 
     ctx = build(tmp_path / "out")
