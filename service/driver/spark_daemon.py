@@ -15,6 +15,11 @@ jar. Measured on a 2-core machine:
    A 4-task job fell from 0.48 s to 0.2 s.
 3. After every task the daemon runs a full `gc.collect()`. Freezing what the daemon imported
    before it forks keeps those long-lived objects out of every collection.
+
+And one message: when the SparkContext stops it closes its workers' sockets, and over Unix
+sockets (`service.driver.spark.BASE_CONF`) a worker still writing gets EPIPE at once; pyspark's
+daemon printed that as a traceback into the driver's log on graceful stops. A worker whose
+connection Spark closed now says so in one line and exits.
 """
 
 from __future__ import annotations
@@ -26,7 +31,9 @@ import re
 import sys
 import zipfile
 import zipimport
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 _PY4J_ZIP = re.compile(r"py4j-(?P<version>[\w.]+)-src\.zip")
 _VERSION = re.compile(r"""__version__(?::\s*str)?\s*=\s*["'](?P<version>[^"']+)["']""")
@@ -87,11 +94,38 @@ def prefer_installed_packages() -> None:
         sys.path_importer_cache.pop(entry, None)
 
 
+Worker = Callable[[Any, bool], int]
+
+
+def quiet_when_spark_hangs_up(worker: Worker) -> Worker:
+    """pyspark's loop of one reused worker, ending with one line instead of a traceback when
+    Spark has closed the worker's connection: the JVM gave up on the task first, so nothing is
+    lost, and a non-zero code makes the daemon let the worker exit."""
+
+    def run(sock: Any, authenticated: bool) -> int:
+        try:
+            return worker(sock, authenticated)
+        except (BrokenPipeError, ConnectionResetError) as error:
+            print(
+                f"dstreams: Python worker {os.getpid()} exits: Spark closed its connection "
+                f"({error.strerror}; the SparkContext stopped or the task was cancelled)",
+                file=sys.stderr,
+                flush=True,
+            )
+            return 1
+
+    return run
+
+
 def main() -> None:
     prefer_installed_packages()
     zipimport.zipimporter.invalidate_caches = _keep_zip_directory  # type: ignore[assignment]
     from pyspark import daemon
 
+    daemon.worker = quiet_when_spark_hangs_up(daemon.worker)
+    # A failed flush after a task means the same hang-up: raise it (to the line above) rather
+    # than print another traceback and keep a worker whose connection is gone.
+    os.environ.setdefault("PYTHON_DAEMON_KILL_WORKER_ON_FLUSH_FAILURE", "1")
     gc.collect()
     gc.freeze()
     daemon.manager()

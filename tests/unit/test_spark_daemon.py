@@ -1,4 +1,5 @@
-"""Which of Spark's archives the executors' daemon takes off the Python path (pure logic)."""
+"""The executors' daemon: which of Spark's archives it takes off the Python path, and how a worker
+ends when Spark hangs up (pure logic)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from service.driver.spark_daemon import spark_archives_to_drop
+from service.driver.spark_daemon import quiet_when_spark_hangs_up, spark_archives_to_drop
 
 
 def make_package(root: Path, name: str, version: str) -> None:
@@ -55,3 +56,30 @@ def test_archives_stay_when_nothing_is_installed(tmp_path: Path) -> None:
     py4j_zip = str(tmp_path / "py4j-0.10.9.9-src.zip")
 
     assert spark_archives_to_drop([pyspark_zip, py4j_zip, str(tmp_path / "empty")]) == []
+
+
+def test_a_worker_whose_connection_spark_closed_exits_with_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    def hung_up(sock: object, authenticated: bool) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    assert quiet_when_spark_hangs_up(hung_up)(object(), True) == 1
+    said = capsys.readouterr().err
+    assert "Spark closed its connection (Broken pipe" in said
+    assert "Traceback" not in said
+    assert len(said.splitlines()) == 1
+
+
+def test_other_outcomes_of_a_worker_pass_through() -> None:
+    def finished(sock: object, authenticated: bool) -> int:
+        return 0 if authenticated else 7
+
+    def failed(sock: object, authenticated: bool) -> int:
+        msg = "a real bug"
+        raise ValueError(msg)
+
+    assert quiet_when_spark_hangs_up(finished)(object(), True) == 0
+    assert quiet_when_spark_hangs_up(finished)(object(), False) == 7
+    with pytest.raises(ValueError, match="a real bug"):
+        quiet_when_spark_hangs_up(failed)(object(), True)
