@@ -98,6 +98,13 @@ def test_the_event_time_job_writes_the_reference(
     try:
         journal = tmp_path / "journal"
         driver.wait_for(lambda _s: drained(journal), 300, "every click to be processed")
+        # The metrics take a batch in just after its `completed` record: wait for the last one.
+        journaled = len(JournalState.from_records(FileJournal(journal).read()).completed)
+        driver.wait_for(
+            lambda status: status.get("totals", {}).get("completed", 0) >= journaled,
+            60,
+            f"the metrics to take in the {journaled} journaled batches",
+        )
         late_metric = late_records_metric(driver)
         watermarks = (driver.status() or {}).get("watermarks", {})
         assert driver.terminate() == 0, driver.log_tail()
