@@ -352,9 +352,8 @@ class KafkaSourceSettings(_Model):
     max_partitions: int | None = Field(default=None, ge=1)
     """Most Spark partitions (tasks) that read a batch's input; small ranges share a task. None:
     one task per partition's range. Each task costs ~15 ms however little it reads, so on a few
-    cores a small batch finishes sooner in about as many tasks as cores. Keep min_partitions,
-    max_partitions and the job's partition counts unchanged across restarts: a replayed batch
-    must be cut the same way."""
+    cores a small batch finishes sooner in about as many tasks as cores. Part of the graph's
+    fingerprint (a replayed batch must be cut the same way): a change is refused at recovery."""
     codec: Literal["bytes", "utf-8", "json", "avro"] = "bytes"
     """How record values are decoded."""
     avro: AvroReadSettings = Field(default_factory=AvroReadSettings)

@@ -144,8 +144,7 @@ class KafkaInputDStream(InputDStream):
         self._conf = consumer_conf
         self._codec = codec
         self._min_partitions = min_partitions
-        # Most tasks that read a batch (`connectors.planner.pack_ranges`); None: one per range.
-        self.max_partitions: int | None = None
+        self._max_partitions: int | None = None
         self.params["codec"] = codec
         self.params["subscription"] = subscription
         # What a read does with undecodable records and deleted offsets; the wiring replaces it
@@ -153,6 +152,21 @@ class KafkaInputDStream(InputDStream):
         self.read_policy = read_policy or ReadPolicy()
 
     metadata: Any = None
+
+    @property
+    def max_partitions(self) -> int | None:
+        """Most tasks that read a batch (`connectors.planner.pack_ranges`); None: one per range."""
+        return self._max_partitions
+
+    @max_partitions.setter
+    def max_partitions(self, value: int | None) -> None:
+        # It decides which records share a task (and a map-only output's partition), so it is
+        # part of the graph a recovering driver compares; unset, the graph is unchanged.
+        self._max_partitions = value
+        if value is None:
+            self.params.pop("max_partitions", None)
+        else:
+            self.params["max_partitions"] = value
 
     @property
     def consumer_conf(self) -> dict[str, str]:
@@ -210,7 +224,7 @@ class KafkaInputDStream(InputDStream):
         pieces = split_ranges(ranges, self._min_partitions)
         if not pieces:
             return self.ctx.sc.emptyRDD()
-        groups = pack_ranges(pieces, self.max_partitions)
+        groups = pack_ranges(pieces, self._max_partitions)
         slices = self.ctx.sc.parallelize(groups, len(groups))
         counters = self.ctx.input_counters
         codec = self._codec_object or self._codec

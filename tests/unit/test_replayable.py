@@ -82,3 +82,22 @@ def test_a_queue_source_keeps_its_input_and_never_refuses() -> None:
     ctx = StreamingContext(None, "app", 1000)
     queue = ctx.queue_stream([[1], [2]])
     queue.check_replayable([BatchPlan(1000, {"queue": SourcePlan(extra={"queue:queue": 0})})])
+
+
+def test_max_partitions_is_part_of_the_graph_and_absent_when_unset() -> None:
+    """It decides which records share a read task (and a map-only output's partition), so a
+    recovering driver must refuse a change of it; unset, the graph is what it was before."""
+
+    def fingerprint(max_partitions: int | None = None) -> tuple[str, dict[str, object]]:
+        ctx = StreamingContext(None, "app", 1000)
+        conf = {"bootstrap.servers": "localhost:1"}
+        lines = ctx.kafka_stream("lines", conf, topics=["w"], max_partitions=max_partitions)
+        ctx.close()
+        return ctx.fingerprint(), dict(lines.params)
+
+    plain, plain_params = fingerprint()
+    assert "max_partitions" not in plain_params
+    packed, packed_params = fingerprint(max_partitions=2)
+    assert packed_params["max_partitions"] == 2
+    assert packed != plain
+    assert fingerprint(max_partitions=3)[0] not in {plain, packed}
