@@ -15,13 +15,13 @@ from __future__ import annotations
 import errno
 import json
 import os
-import uuid
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from connectors.avro import AvroEncoder, sync_marker
 from service import faults
+from service.durable import fsync_directory, synced_temp
 from service.errors import SinkError
 from sinks.base import BatchKey, WriteResult
 
@@ -85,7 +85,7 @@ class FileSink:
         marker = json.dumps({"app": app, "batch_time": batch_time, "partitions": partitions})
         target = folder / SUCCESS
         os.replace(_durable_temp(target, marker.encode()), target)  # the same bytes every time
-        _fsync_dir(folder)
+        fsync_directory(folder)
 
     def close(self) -> None:
         """Nothing to release: every file is closed by the call that wrote it."""
@@ -147,24 +147,11 @@ def _publish_new(target: Path, payload: bytes) -> bool:
         os.replace(temp, target)
     finally:
         temp.unlink(missing_ok=True)
-    _fsync_dir(target.parent)
+    fsync_directory(target.parent)
     return True
 
 
 def _durable_temp(target: Path, payload: bytes) -> Path:
     """`payload` in an fsynced temporary file next to `target` (hidden by its leading dot)."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    temp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
-    with open(temp, "wb") as handle:
-        handle.write(payload)
-        handle.flush()
-        os.fsync(handle.fileno())
-    return temp
-
-
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    return synced_temp(target, payload)

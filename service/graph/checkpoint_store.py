@@ -32,6 +32,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from service.durable import fsync_directory, replace_durably
 from service.errors import DStreamsError
 
 MANIFEST = "_manifest.json"
@@ -335,15 +336,14 @@ class CheckpointStore:
         manifests = {}
         for number, (_rdd, ref, fmt) in enumerate(pieces):
             manifest = PieceManifest.from_reports(fmt, reports[number])
-            _write_durably(self.path(ref) / MANIFEST, json.dumps(manifest.to_json()).encode())
-            _fsync_dir(self.path(ref))
+            replace_durably(self.path(ref) / MANIFEST, json.dumps(manifest.to_json()).encode())
             manifests[ref] = manifest
         return manifests
 
     def sync(self, batch_time: int) -> None:
         """Makes the checkpoint directory's entries durable (after every piece is written)."""
-        _fsync_dir(self.root / str(batch_time))
-        _fsync_dir(self.root)
+        fsync_directory(self.root / str(batch_time))
+        fsync_directory(self.root)
 
     def manifest(self, ref: str) -> PieceManifest:
         path = self.path(ref) / MANIFEST
@@ -412,20 +412,3 @@ def _sha256(path: Path) -> str:
         for block in iter(lambda: data.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
-
-
-def _write_durably(path: Path, body: bytes) -> None:
-    temp = path.with_name(f".{path.name}.tmp")
-    with temp.open("wb") as out:
-        out.write(body)
-        out.flush()
-        os.fsync(out.fileno())
-    temp.replace(path)
-
-
-def _fsync_dir(path: Path) -> None:
-    descriptor = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)

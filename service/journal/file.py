@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+from service.durable import fsync_directory, replace_durably
 from service.errors import FencedOut, JournalCorrupt, JournalError
 from service.journal.base import compact, replay
 from service.journal.records import (
@@ -155,7 +156,7 @@ class FileJournal:
             raise JournalError(msg)
         if not self.path.parent.is_dir():
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            _fsync_dir(self.path.parent.parent)
+            fsync_directory(self.path.parent.parent)
         self._lock_fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             with self._locked():
@@ -259,7 +260,7 @@ class FileJournal:
         created = not self.path.exists()
         self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         if created:
-            _fsync_dir(self.path.parent)
+            fsync_directory(self.path.parent)
         self._ino = os.fstat(self._fd).st_ino
 
     def _catch_up(self) -> None:
@@ -349,12 +350,12 @@ class FileJournal:
 
     def _compact(self) -> None:
         """Rewrite the file with only the records still needed; the append before it stands."""
+        # A fixed name: the journal lock lets one compaction run at a time, and the next one
+        # overwrites what a crashed one left.
         tmp = self.path.with_name(self.path.name + ".compact")
         try:
             records = compact(self._catch_up_from(0))
-            _write_file(tmp, b"".join(encode_frame(r) for r in records))
-            os.replace(tmp, self.path)
-            _fsync_dir(self.path.parent)
+            replace_durably(self.path, b"".join(encode_frame(r) for r in records), temp=tmp)
         except OSError as exc:
             log.warning("journal %s: compaction failed, will retry later: %r", self.path, exc)
             with contextlib.suppress(OSError):
@@ -373,21 +374,3 @@ def _write_all(fd: int, data: bytes) -> None:
     while view:
         written = os.write(fd, view)
         view = view[written:]
-
-
-def _write_file(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        _write_all(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_dir(path: Path) -> None:
-    # Makes a created or renamed file's directory entry survive a crash, not just its data.
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
