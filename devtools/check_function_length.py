@@ -1,4 +1,5 @@
-"""Fails when a function in the packages is longer than the limit (docs/architecture.md, "Code").
+"""Fails when a function in the packages is longer than the limit (docs/architecture.md,
+"Packages and layers").
 
 Long functions are where this field's codebases hide their problems; the limit keeps each step
 of the batch lifecycle, recovery and the sinks small enough to read and test on its own.

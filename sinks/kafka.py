@@ -37,7 +37,7 @@ transactional.id in its own process), or ``"auto"``, the default: the driver whe
 SparkContext's master is ``local``/``local[...]``, else the executors. In local mode task ``p``
 lands on whichever Python worker is idle, so on executors a producer would be fenced by another
 worker's and re-initialised (0.5-1 s) in most batches; the driver's producers never move. The
-fencing is the same on both paths (docs/architecture.md, "Exactly-once"): a new driver's
+fencing is the same on both paths (docs/architecture.md, "Sinks"): a new driver's
 ``init_transactions()`` fences a zombie driver's producers as it fences a zombie task's.
 """
 

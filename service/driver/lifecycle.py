@@ -99,7 +99,7 @@ class NullObserver:
 
 
 class BatchLifecycle:
-    """Runs batches of one `StreamingContext` through the six steps."""
+    """Runs batches of one `StreamingContext` through the seven steps."""
 
     def __init__(
         self,

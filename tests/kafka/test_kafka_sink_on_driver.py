@@ -2,7 +2,7 @@
 
 Under a local master, `write_from="auto"` runs each partition's transaction in the driver, whose
 producers live as long as the driver; the fencing that keeps one copy per `BatchKey` is the same
-as on executors (docs/architecture.md, "Exactly-once").
+as on executors (docs/architecture.md, "Sinks").
 """
 
 from __future__ import annotations
