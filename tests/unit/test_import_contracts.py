@@ -171,3 +171,26 @@ def test_every_contract_is_broken_by_some_plant() -> None:
         if not any(name.startswith(start) for start in planted)
     ]
     assert unplanted == []
+
+
+def placed_modules(tree: Path) -> set[str]:
+    """The modules that some contract constrains: a forbidden contract's sources, a layer."""
+    config = tomllib.loads((tree / "pyproject.toml").read_text())
+    placed: set[str] = set()
+    for contract in config["tool"]["importlinter"]["contracts"]:
+        placed.update(contract.get("source_modules", []))
+        for layer in contract.get("layers", []):
+            placed.update(name.strip() for name in layer.split("|"))
+    return placed
+
+
+def test_every_part_of_service_is_placed_by_a_contract() -> None:
+    """A new sub-package or top-level module of service gets a place in the layers or a rule of
+    its own; `__main__` is the entry point, above everything."""
+    parts = {
+        f"service.{path.stem}"
+        for path in (ROOT / "service").iterdir()
+        if path.suffix == ".py" or (path / "__init__.py").is_file()
+    }
+    unplaced = parts - placed_modules(ROOT) - {"service.__init__", "service.__main__"}
+    assert sorted(unplaced) == []
