@@ -490,13 +490,14 @@ class ConfluentMetadata:
         timeout_s: float = 10.0,
         watermark_timeout_s: float = WATERMARK_TIMEOUT_S,
     ) -> None:
-        from confluent_kafka import Consumer
+        from connectors.kafka_client import new_consumer
 
         # confluent-kafka refuses a Consumer without group.id; without a configured group, a
         # placeholder is fine because this consumer never joins or commits.
         self._has_group = "group.id" in conf
-        merged = {"group.id": "dstreams-metadata", **conf, **_METADATA_FORCED}
-        self._consumer: Any = Consumer(merged)
+        self._consumer: Any = new_consumer(
+            conf, defaults={"group.id": "dstreams-metadata"}, settings=_METADATA_FORCED
+        )
         self._timeout_s = timeout_s
         self._watermark_timeout_s = watermark_timeout_s
         self._last_topics: dict[str, Any] | None = None

@@ -128,9 +128,9 @@ DEFAULT_POLICY = ReadPolicy()
 
 
 def _new_consumer(conf: Mapping[str, Any]) -> Any:
-    from confluent_kafka import Consumer
+    from connectors.kafka_client import new_consumer
 
-    return Consumer({**_DEFAULTS, **conf, **_FORCED})
+    return new_consumer(conf, defaults=_DEFAULTS, settings=_FORCED)
 
 
 # One Consumer per connection config in this process; Spark runs one task at a time per Python

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from connectors.kafka_client.admin import TopicState, broker_setting, describe_topics
 from service.errors import ReplicationInsufficient
 
 log = logging.getLogger(__name__)
@@ -28,8 +29,6 @@ log = logging.getLogger(__name__)
 # to answer them at start-up is unavailable.
 DESCRIBE_TIMEOUT_S = 30.0
 MIN_INSYNC = "min.insync.replicas"
-# One broker's answer about its own settings; a broker that does not answer within this is skipped.
-_BROKER_TRY_S = 5.0
 
 # Called once per checked topic: (topic, role, below the minimum).
 Report = Callable[[str, str, bool], None]
@@ -86,10 +85,9 @@ def describe(
     """The replication of each of `topics` that exists; missing topics are left out."""
     from confluent_kafka.admin import ConfigResource, ResourceType
 
-    # All topics, not the named ones: naming a missing topic can make a broker create it.
-    metadata = admin.list_topics(timeout=timeout_s).topics
-    present = sorted({t for t in topics if t in metadata})
-    factors = {t: _least_replicas(t, metadata[t]) for t in present}
+    states = describe_topics(admin, set(topics), timeout_s)
+    present = sorted(t for t, state in states.items() if state.exists)
+    factors = {t: _least_replicas(t, states[t]) for t in present}
     if not present:
         return {}
     resources = [ConfigResource(ResourceType.TOPIC, t) for t in present]
@@ -101,41 +99,19 @@ def describe(
     return found
 
 
-def _least_replicas(topic: str, metadata: Any) -> int:
-    if metadata.error is not None and not metadata.error.retriable():
+def _least_replicas(topic: str, state: TopicState) -> int:
+    if state.error is not None and not state.error.retriable():
         msg = (
-            f"cannot describe topic {topic!r}: {metadata.error.str()}; expected this client to "
+            f"cannot describe topic {topic!r}: {state.error.str()}; expected this client to "
             "be allowed to describe it. Check the ACLs of its principal."
         )
         raise ReplicationInsufficient(msg)
-    return min((len(p.replicas) for p in metadata.partitions.values()), default=0)
+    return min(state.replicas, default=0)
 
 
 def broker_min_insync(admin: Any, timeout_s: float = DESCRIBE_TIMEOUT_S) -> int:
     """The `min.insync.replicas` a topic created without one gets: the brokers' lowest."""
     return broker_setting(admin, MIN_INSYNC, timeout_s)
-
-
-def broker_setting(admin: Any, name: str, timeout_s: float = DESCRIBE_TIMEOUT_S) -> int:
-    """The lowest value of the integer broker setting `name` among the brokers that answer, e.g.
-    `default.replication.factor` (what a topic created with replication factor -1 gets).
-
-    A broker that has just died is still listed for a few seconds; it is skipped."""
-    from confluent_kafka.admin import ConfigResource, ResourceType
-
-    values, failures = [], []
-    for broker in sorted(admin.list_topics(timeout=timeout_s).brokers):
-        # One BROKER resource per request: librdkafka refuses several in one.
-        resource = ConfigResource(ResourceType.BROKER, str(broker))
-        future = admin.describe_configs([resource], request_timeout=_BROKER_TRY_S)[resource]
-        try:
-            values.append(int(future.result(_BROKER_TRY_S)[name].value))
-        except Exception as error:  # this broker is down or slow; another one will do
-            failures.append(f"broker {broker}: {type(error).__name__}: {error}")
-    if not values:
-        msg = f"no broker answered for {name} ({'; '.join(failures) or 'no brokers listed'})"
-        raise RuntimeError(msg)
-    return min(values)
 
 
 def matching_topics(admin: Any, pattern: str, timeout_s: float = DESCRIBE_TIMEOUT_S) -> list[str]:

@@ -74,10 +74,10 @@ def produce_lines(
     test can work out what any offset range holds."""
     import random
 
-    from confluent_kafka import Producer
+    from connectors.kafka_client import new_idempotent_producer
 
     rng = random.Random(seed)  # noqa: S311 - test data
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    producer = new_idempotent_producer({"bootstrap.servers": bootstrap})
     lines: dict[int, list[str]] = {p: [] for p in range(partitions)}
     for partition in range(partitions):
         for _ in range(lines_per_partition):
@@ -94,9 +94,10 @@ def group_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> di
     """The offsets consumer group `group` has committed on `topic`, by partition (negative where
     none): what lag tools read, and the service commits after each completed batch."""
     from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
-    from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    from connectors.kafka_client import new_admin_client
+
+    admin = new_admin_client({"bootstrap.servers": bootstrap})
     wanted = [TopicPartition(topic, p) for p in range(partitions)]
     request = ConsumerGroupTopicPartitions(group, wanted)
     result = admin.list_consumer_group_offsets([request])[group].result(timeout=30)

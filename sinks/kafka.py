@@ -51,17 +51,19 @@ from collections.abc import Callable, Iterable
 from typing import Any, Literal, NamedTuple
 
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient
 
 from connectors.avro import AvroOutput
 from connectors.kafka_client import (
+    JAVA_PLACEMENT,
     TopicRole,
     TopicSpec,
     broker_transaction_limit,
     check_topic_name,
     ensure_topic,
     is_fenced,
+    new_admin_client,
     partition_count,
+    transactional_producer_config,
 )
 from service import faults
 from service.errors import ConfigError, SinkError
@@ -184,14 +186,12 @@ class KafkaSink:
 
     def producer_settings(self, key: BatchKey) -> dict[str, Any]:
         """The producer configuration of `key`'s task, fixed transactional.id included."""
-        return {
-            "partitioner": "murmur2_random",  # the Java client's placement, the same on replays
-            **self.conf,
-            "transactional.id": self.transactional_id(key.app, key.output, key.partition),
-            "enable.idempotence": True,
-            "acks": "all",
-            "transaction.timeout.ms": self.transaction_timeout_ms,
-        }
+        return transactional_producer_config(
+            self.conf,
+            self.transactional_id(key.app, key.output, key.partition),
+            self.transaction_timeout_ms,
+            defaults=JAVA_PLACEMENT,
+        )
 
     # -- driver --
 
@@ -200,7 +200,7 @@ class KafkaSink:
         when the driver writes, open its producers (the engine calls this once it holds the
         journal's epoch, so fencing the previous driver's producers is what it must do)."""
         marker_topic = self.marker_topic_for(app, output)
-        admin = AdminClient(client_settings(self.conf))
+        admin = new_admin_client(client_settings(self.conf))
         limit = broker_transaction_limit(admin)
         if self.transaction_timeout_ms > limit:
             msg = (

@@ -20,36 +20,30 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaException
 
-from connectors.kafka_client import ADMIN_TIMEOUT_S, partition_count
+from connectors.kafka_client import ADMIN_TIMEOUT_S, new_producer, partition_count
 from connectors.process_cache import ConfKey, ProcessCache, conf_key
 from service.errors import SinkError
 
 _LOG = logging.getLogger(__name__)
-CLIENT_LOG = logging.getLogger("sinks.kafka.librdkafka")  # librdkafka's own log lines go here
 
 
 def client_settings(conf: dict[str, Any]) -> dict[str, Any]:
-    """`conf` for any client of the sink: logs routed to Python, topics never auto-created.
+    """`conf` for any client of the sink: topics never auto-created.
 
     A metadata request for a missing topic would otherwise create it with the broker's defaults
     (one partition, an unrelated cleanup policy), and `setup` could not repair that.
     """
-    return {**conf, "logger": CLIENT_LOG, "allow.auto.create.topics": False}
+    return {**conf, "allow.auto.create.topics": False}
 
 
 class TransactionalProducer:
     """A producer that has run `init_transactions()`, and the partition counts it has seen."""
 
-    def __init__(self, settings: dict[str, Any]) -> None:
+    def __init__(self, settings: dict[str, Any], producer: Any) -> None:
         self.settings = settings
-        self.producer = Producer(client_settings(settings))
-        # A metadata request first waits for a broker connection. Without it, librdkafka may
-        # look for the transaction coordinator before any connection is up and retry only after
-        # 500 ms: about every second new producer took 0.5 s here instead of 0.07 s.
-        self.producer.list_topics(timeout=ADMIN_TIMEOUT_S)
-        self.producer.init_transactions(ADMIN_TIMEOUT_S)
+        self.producer = producer
         self._partitions: dict[str, int] = {}
         # The last committed marker of this producer's partition, once read or committed. No
         # other producer can commit for the same transactional.id without fencing this one,
@@ -57,6 +51,17 @@ class TransactionalProducer:
         self.marker_known = False
         self.marker: int | None = None
         self._used = False
+
+    @classmethod
+    def open(cls, settings: dict[str, Any]) -> TransactionalProducer:
+        """A producer of `settings` (a `transactional_producer_config`), initialized."""
+        producer = new_producer(client_settings(settings))
+        # A metadata request first waits for a broker connection. Without it, librdkafka may
+        # look for the transaction coordinator before any connection is up and retry only after
+        # 500 ms: about every second new producer took 0.5 s here instead of 0.07 s.
+        producer.list_topics(timeout=ADMIN_TIMEOUT_S)
+        producer.init_transactions(ADMIN_TIMEOUT_S)
+        return cls(settings, producer)
 
     def first_use(self) -> bool:
         """True the first time it is asked: this producer was initialized for the caller."""
@@ -193,7 +198,7 @@ def _same(producer: TransactionalProducer) -> TransactionalProducer:
 
 
 def _make_claimed(settings: dict[str, Any]) -> TransactionalProducer:
-    producer = TransactionalProducer(settings)
+    producer = TransactionalProducer.open(settings)
     OWNERS.claim(settings)
     return producer
 

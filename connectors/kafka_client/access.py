@@ -25,6 +25,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 
+from connectors.kafka_client.factory import new_admin_client, new_producer
 from service.errors import DStreamsError
 
 # Each step is one request; a reachable cluster answers well within this.
@@ -110,12 +111,9 @@ def is_secured(conf: Mapping[str, Any]) -> bool:
 
 def silent_admin(conf: Mapping[str, Any], errors: list[KafkaError] | None = None) -> Any:
     """An AdminClient that logs nothing itself; its errors go to `errors` when given."""
-    from confluent_kafka.admin import AdminClient
-
     collect = errors.append if errors is not None else (lambda _error: None)
-    return AdminClient(
-        {**conf, "error_cb": collect, "logger": _SILENT, "log.connection.close": False}
-    )
+    settings = {"error_cb": collect, "log.connection.close": False}
+    return new_admin_client(conf, settings=settings, log=_SILENT)
 
 
 def check_credentials(conf: Mapping[str, Any]) -> bool:
@@ -291,17 +289,9 @@ def _check_group(admin: Any, need: Need, principal: str) -> None:
 def _check_transactional_prefix(conf: Mapping[str, Any], need: Need, principal: str) -> None:
     """A transactional producer on an id under the prefix that no real producer uses, so no
     producer of the service (or of another driver) is fenced by the check."""
-    from confluent_kafka import Producer
-
     probe_id = f"{need.name}access-check"
-    producer = Producer(
-        {
-            **conf,
-            "transactional.id": probe_id,
-            "logger": _SILENT,
-            "error_cb": lambda _error: None,
-        }
-    )
+    probe = {**conf, "transactional.id": probe_id, "error_cb": lambda _error: None}
+    producer = new_producer(probe, log=_SILENT)
     try:
         producer.init_transactions(STEP_TIMEOUT_S)
     except KafkaException as exc:

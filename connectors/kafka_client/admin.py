@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
@@ -28,6 +28,8 @@ from service.errors import ConfigError
 # Metadata and admin requests take milliseconds; creating a topic or fencing a producer 0.1-1 s
 # here. A cluster slower than this is unavailable.
 ADMIN_TIMEOUT_S = 30.0
+# One broker's answer about its own settings; a broker that does not answer within this is skipped.
+_BROKER_TRY_S = 5.0
 
 Mismatch = Literal["grow", "keep", "refuse"]
 """What `ensure_topic` does with an existing topic of another partition count: add partitions
@@ -53,6 +55,8 @@ class TopicState(NamedTuple):
     exists: bool
     leaders: list[int]  # by partition; -1 while a partition has none
     error: Any  # the topic's KafkaError, or None
+    replicas: list[int]  # by partition: how many replicas it has
+    in_sync: list[int]  # by partition: how many of them are in sync
 
 
 def check_topic_name(name: str, what: str) -> None:
@@ -67,11 +71,28 @@ def check_topic_name(name: str, what: str) -> None:
 
 def describe_topic(client: Any, topic: str, timeout_s: float = ADMIN_TIMEOUT_S) -> TopicState:
     """What the metadata says of `topic` now; any client (admin, producer, consumer) can ask."""
-    found = client.list_topics(timeout=timeout_s).topics.get(topic)
+    return describe_topics(client, [topic], timeout_s)[topic]
+
+
+def describe_topics(
+    client: Any, topics: Iterable[str], timeout_s: float = ADMIN_TIMEOUT_S
+) -> dict[str, TopicState]:
+    """What one metadata request says of each of `topics` now."""
+    listed = client.list_topics(timeout=timeout_s).topics
+    return {topic: _state(listed.get(topic)) for topic in topics}
+
+
+def _state(found: Any) -> TopicState:
     if found is None:
-        return TopicState(exists=False, leaders=[], error=None)
-    leaders = [found.partitions[p].leader for p in sorted(found.partitions)]
-    return TopicState(exists=True, leaders=leaders, error=found.error)
+        return TopicState(exists=False, leaders=[], error=None, replicas=[], in_sync=[])
+    partitions = [found.partitions[p] for p in sorted(found.partitions)]
+    return TopicState(
+        exists=True,
+        leaders=[p.leader for p in partitions],
+        error=found.error,
+        replicas=[len(p.replicas) for p in partitions],
+        in_sync=[len(p.isrs) for p in partitions],
+    )
 
 
 def partition_count(client: Any, topic: str, timeout_s: float = ADMIN_TIMEOUT_S) -> int:
@@ -82,14 +103,28 @@ def partition_count(client: Any, topic: str, timeout_s: float = ADMIN_TIMEOUT_S)
 
 def broker_transaction_limit(admin: Any, timeout_s: float = ADMIN_TIMEOUT_S) -> int:
     """The smallest `transaction.max.timeout.ms` among the cluster's brokers."""
-    brokers = sorted(admin.list_topics(timeout=timeout_s).brokers)
-    limits = []
-    for broker in brokers:
-        # One BROKER resource per call: librdkafka refuses several (_CONFLICT).
+    return broker_setting(admin, "transaction.max.timeout.ms", timeout_s)
+
+
+def broker_setting(admin: Any, name: str, timeout_s: float = ADMIN_TIMEOUT_S) -> int:
+    """The lowest value of the integer broker setting `name` among the brokers that answer, e.g.
+    `default.replication.factor` (what a topic created with replication factor -1 gets).
+
+    A broker that has just died is still listed for a few seconds; it is skipped. `RuntimeError`
+    when no broker answers."""
+    values, failures = [], []
+    for broker in sorted(admin.list_topics(timeout=timeout_s).brokers):
+        # One BROKER resource per request: librdkafka refuses several in one (_CONFLICT).
         resource = ConfigResource(ResourceType.BROKER, str(broker))
-        future = admin.describe_configs([resource], request_timeout=timeout_s)[resource]
-        limits.append(int(future.result(timeout_s)["transaction.max.timeout.ms"].value))
-    return min(limits)
+        future = admin.describe_configs([resource], request_timeout=_BROKER_TRY_S)[resource]
+        try:
+            values.append(int(future.result(_BROKER_TRY_S)[name].value))
+        except Exception as error:  # this broker is down or slow; another one will do
+            failures.append(f"broker {broker}: {type(error).__name__}: {error}")
+    if not values:
+        msg = f"no broker answered for {name} ({'; '.join(failures) or 'no brokers listed'})"
+        raise RuntimeError(msg)
+    return min(values)
 
 
 def ensure_topic(
@@ -98,8 +133,11 @@ def ensure_topic(
     role: TopicRole,
     mismatch: Mismatch,
     timeout_s: float = ADMIN_TIMEOUT_S,
+    *,
+    all_in_sync: bool = False,
 ) -> None:
-    """Create `spec`'s topic if missing, reconcile its partition count, wait for its leaders."""
+    """Create `spec`'s topic if missing, reconcile its partition count, wait for its leaders
+    (and, with `all_in_sync`, for every replica of every partition to be in sync)."""
     state = describe_topic(admin, spec.name, timeout_s)
     if state.error is not None and not state.error.retriable():
         msg = (
@@ -115,23 +153,33 @@ def ensure_topic(
         expected = spec.partitions
     elif expected != spec.partitions:
         expected = _reconcile(admin, spec, expected, role, mismatch, timeout_s)
-    wait_for_leaders(admin, spec.name, expected, role, timeout_s)
+    in_sync = spec.replication_factor if all_in_sync else 0
+    wait_for_leaders(admin, spec.name, expected, role, timeout_s, in_sync=in_sync)
 
 
 def wait_for_leaders(
-    client: Any, topic: str, partitions: int, role: TopicRole, timeout_s: float = ADMIN_TIMEOUT_S
+    client: Any,
+    topic: str,
+    partitions: int,
+    role: TopicRole,
+    timeout_s: float = ADMIN_TIMEOUT_S,
+    *,
+    in_sync: int = 0,
 ) -> None:
-    """Block until `topic` has `partitions` partitions, each with a leader in the metadata."""
+    """Block until `topic` has `partitions` partitions, each with a leader in the metadata and
+    at least `in_sync` replicas in sync."""
     deadline = time.monotonic() + timeout_s
     while True:
-        leaders = describe_topic(client, topic, timeout_s).leaders
-        if len(leaders) >= partitions and min(leaders, default=0) >= 0:
-            return
+        state = describe_topic(client, topic, timeout_s)
+        if len(state.leaders) >= partitions and min(state.leaders, default=0) >= 0:
+            if min(state.in_sync, default=in_sync) >= in_sync:
+                return
         if time.monotonic() > deadline:
             msg = (
-                f"{role.kind} {topic!r} still lacks partitions or leaders after {timeout_s:.0f} s "
-                f"(leaders {leaders}, expected {partitions} partitions); expected the brokers of "
-                "its replicas to be up. Check the brokers."
+                f"{role.kind} {topic!r} still lacks partitions, leaders or in-sync replicas after "
+                f"{timeout_s:.0f} s (leaders {state.leaders}, in sync {state.in_sync}; expected "
+                f"{partitions} partitions, {in_sync} in sync each); expected the brokers of its "
+                "replicas to be up. Check the brokers."
             )
             raise role.error(msg)
         time.sleep(0.1)

@@ -3,20 +3,22 @@
 The Kafka sink reads the last marker of a partition and the Kafka journal its records since the
 last snapshot. Both read backwards from the last stable offset in growing windows, since
 transaction control records and aborted appends occupy offsets too and a window counted in
-records would be wrong. The consumer only assigns partitions: it never joins its group, never
-commits, and starts from ``auto.offset.reset=earliest`` where retention removed a window's start.
+records would be wrong. The ingest endpoint streams its idempotency keys forward to the end.
+The consumer only assigns partitions: it never joins its group, never commits, and starts from
+``auto.offset.reset=earliest`` where retention removed a window's start.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import KafkaError, TopicPartition
 
 from connectors.kafka_client.errors import PARTITION_EOF, TopicRole, is_fatal
+from connectors.kafka_client.factory import new_consumer
 from connectors.kafka_client.watermarks import end_offsets
 
 T = TypeVar("T")
@@ -46,7 +48,7 @@ class CommittedTail:
     """
 
     def __init__(self, conf: Mapping[str, Any], group_id: str, role: TopicRole) -> None:
-        self.consumer = Consumer({**conf, "group.id": group_id, **_TAIL_SETTINGS})
+        self.consumer = new_consumer(conf, settings={"group.id": group_id, **_TAIL_SETTINGS})
         self.role = role
 
     def close(self) -> None:
@@ -77,9 +79,27 @@ class CommittedTail:
         librdkafka's retries until `timeout_s` runs out.
         """
         found: dict[int, list[Any]] = {p: [] for p in bounds}
+        for message in self.stream(topic, bounds, timeout_s, give_up):
+            found[message.partition()].append(message)
+        return found
+
+    def stream(
+        self,
+        topic: str,
+        bounds: Bounds,
+        timeout_s: float,
+        give_up: Callable[[KafkaError], bool] = is_fatal,
+        *,
+        while_progressing: bool = False,
+    ) -> Iterator[Any]:
+        """`read`'s records one by one as they arrive, in order within each partition.
+
+        `timeout_s` bounds the whole read, or with `while_progressing` each wait for the next
+        record: a range too long to read within any fixed time then ends only when it stalls.
+        """
         pending = {p for p, (start, end) in bounds.items() if start < end}
         if not pending:
-            return found
+            return
         self.consumer.assign([TopicPartition(topic, p, bounds[p][0]) for p in sorted(pending)])
         try:
             deadline = time.monotonic() + timeout_s
@@ -92,8 +112,10 @@ class CommittedTail:
                         "fetches. Check the brokers."
                     )
                     raise self.role.error(msg)
-                self._take(topic, message, bounds, found, pending, give_up)
-            return found
+                if self._take(topic, message, bounds, pending, give_up):
+                    yield message
+                    if while_progressing:
+                        deadline = time.monotonic() + timeout_s
         finally:
             self.consumer.unassign()
 
@@ -135,19 +157,18 @@ class CommittedTail:
         topic: str,
         message: Any,
         bounds: Bounds,
-        found: dict[int, list[Any]],
         pending: set[int],
         give_up: Callable[[KafkaError], bool],
-    ) -> None:
-        """File one polled message or event under its partition."""
+    ) -> bool:
+        """Whether a polled message is a record in range; an event or the end of a range
+        updates `pending`."""
         error, partition = message.error(), message.partition()
         if error is None:
             if partition not in pending:
-                return
-            if message.offset() >= bounds[partition][1]:
-                pending.discard(partition)
-            else:
-                found[partition].append(message)
+                return False
+            if message.offset() < bounds[partition][1]:
+                return True
+            pending.discard(partition)
         elif error.code() == PARTITION_EOF:
             pending.discard(partition)
         elif error.code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
@@ -161,3 +182,4 @@ class CommittedTail:
             raise self.role.error(msg)
         else:  # transient (a broker restarting, a leader moving): librdkafka retries by itself
             _LOG.debug("reading %s %s: %s", self.role.kind, topic, error)
+        return False

@@ -63,9 +63,9 @@ def demo_config(workdir: Path, bootstrap: str) -> dict[str, Any]:
 
 def produce_for(bootstrap: str, seconds: int, rate: int, service: ServiceProcess) -> Counter[str]:
     """Produces about `rate` lines/s for `seconds`, printing progress every 2 s."""
-    from confluent_kafka import Producer
+    from connectors.kafka_client import new_idempotent_producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    producer = new_idempotent_producer({"bootstrap.servers": bootstrap})
     rng = random.Random(42)  # noqa: S311 - demo text, not security
     produced: Counter[str] = Counter()
     lines = 0

@@ -15,10 +15,9 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, Literal
+from typing import Literal
 
 from service.dev.docker_engine import start_refusal
 from service.dev.kafka_cluster import KafkaClusterError, LocalKafkaCluster
@@ -142,49 +141,14 @@ def create_topic(
     config: Mapping[str, str] | None = None,
     timeout_s: float = TOPIC_READY_TIMEOUT_S,
 ) -> str:
-    """Create topic `name` and wait until every partition has a leader and a full ISR."""
-    from confluent_kafka.admin import AdminClient, NewTopic
+    """Create topic `name` and wait until every partition has a leader and a full ISR (a topic
+    that already exists with `partitions` partitions is accepted as it is)."""
+    from connectors.kafka_client import TopicRole, TopicSpec, ensure_topic, new_admin_client
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    topic = NewTopic(
-        name,
-        num_partitions=partitions,
-        replication_factor=replication,
-        config=dict(config or {}),
-    )
-    futures = admin.create_topics([topic], operation_timeout=timeout_s, request_timeout=timeout_s)
-    futures[name].result(timeout=timeout_s)
-    _wait_until_usable(admin, name, partitions, replication, time.monotonic() + timeout_s)
+    admin = new_admin_client({"bootstrap.servers": bootstrap})
+    spec = TopicSpec(name, partitions, replication, dict(config or {}))
+    role = TopicRole("topic", KafkaClusterError)
+    # All replicas in sync, not only leaders: a test that stops a broker next must not lose
+    # the only copy of a partition.
+    ensure_topic(admin, spec, role, "refuse", timeout_s, all_in_sync=True)
     return name
-
-
-def _wait_until_usable(
-    admin: Any, name: str, partitions: int, replication: int, deadline: float
-) -> None:
-    # The controller acknowledges creation before every broker has the new metadata; a producer
-    # started now could see "unknown topic" and a consumer could miss the first assignment.
-    found = "no metadata"
-    while time.monotonic() < deadline:
-        found = _partition_state(admin, name, partitions, replication)
-        if not found:
-            return
-        time.sleep(0.1)
-    msg = (
-        f"expected topic {name!r} to have {partitions} partition(s), each with a leader and "
-        f"{replication} in-sync replica(s), but {found}. Check the brokers' logs."
-    )
-    raise KafkaClusterError(msg)
-
-
-def _partition_state(admin: Any, name: str, partitions: int, replication: int) -> str:
-    """An empty string when the topic is usable, else what is still missing."""
-    metadata = admin.list_topics(topic=name, timeout=5)
-    topic = metadata.topics.get(name)
-    if topic is None or topic.error is not None:
-        return f"metadata says {topic.error if topic else 'no such topic'}"
-    if len(topic.partitions) != partitions:
-        return f"metadata lists {len(topic.partitions)} partition(s)"
-    for partition in topic.partitions.values():
-        if partition.leader < 0 or len(partition.isrs) < replication:
-            return f"partition {partition.id} has leader {partition.leader}, ISR {partition.isrs}"
-    return ""

@@ -563,13 +563,13 @@ class LocalKafkaCluster:
             time.sleep(0.1)
 
     def _wait_for_metadata(self, brokers: list[_Broker], deadline: float) -> None:
-        from confluent_kafka.admin import AdminClient
+        from connectors.kafka_client import new_admin_client
 
         # Every node must be registered and unfenced: only then does it lead partitions and
         # count towards replication factors when topics are created.
         wanted = {b.node_id for b in self._brokers if b.running}
         for broker in brokers:
-            admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{broker.port}"})
+            admin = new_admin_client({"bootstrap.servers": f"127.0.0.1:{broker.port}"})
             while True:
                 self._check_alive(broker)
                 seen = self._brokers_seen(admin)

@@ -7,7 +7,7 @@ containers on the engine's bridge through the container's own address (`network_
 which the broker advertises on its second listener.
 
     with docker_engine() as engine, kafka_on_docker(engine) as kafka:
-        Producer({"bootstrap.servers": kafka.bootstrap})
+        create_topic(kafka.bootstrap, "lines")
 """
 
 from __future__ import annotations

@@ -255,10 +255,11 @@ def grant(admin_bootstrap: str, principal: str, grants: list[Grant]) -> None:
         AclBinding,
         AclOperation,
         AclPermissionType,
-        AdminClient,
         ResourcePatternType,
         ResourceType,
     )
+
+    from connectors.kafka_client import new_admin_client
 
     types = {
         "topic": ResourceType.TOPIC,
@@ -278,7 +279,7 @@ def grant(admin_bootstrap: str, principal: str, grants: list[Grant]) -> None:
         )
         for g in grants
     ]
-    admin = AdminClient({"bootstrap.servers": admin_bootstrap})
+    admin = new_admin_client({"bootstrap.servers": admin_bootstrap})
     for future in admin.create_acls(bindings, request_timeout=30).values():
         future.result(timeout=30)
 
@@ -286,17 +287,18 @@ def grant(admin_bootstrap: str, principal: str, grants: list[Grant]) -> None:
 def add_scram_user(admin_bootstrap: str, user: str) -> str:
     """Create (or reset) SCRAM-SHA-512 user `user` with a fresh password; the password."""
     from confluent_kafka.admin import (
-        AdminClient,
         ScramCredentialInfo,
         ScramMechanism,
         UserScramCredentialUpsertion,
     )
 
+    from connectors.kafka_client import new_admin_client
+
     password = secrets.token_hex(16)
     upsert = UserScramCredentialUpsertion(
         user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), password.encode()
     )
-    admin = AdminClient({"bootstrap.servers": admin_bootstrap})
+    admin = new_admin_client({"bootstrap.servers": admin_bootstrap})
     for future in admin.alter_user_scram_credentials([upsert], request_timeout=30).values():
         future.result(timeout=30)
     return password

@@ -75,10 +75,10 @@ def serve(conf: dict[str, Any], topic: str, partition: int, link: ParentLink) ->
     """Membership until the driver goes silent or away; then leave the group."""
     from functools import partial
 
-    from confluent_kafka import Consumer
+    from connectors.kafka_client import new_consumer
 
     session_s = int(conf["session.timeout.ms"]) / 1000
-    consumer = Consumer(conf)
+    consumer = new_consumer(conf)
     try:
         consumer.subscribe(
             [topic],

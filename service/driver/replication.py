@@ -29,10 +29,10 @@ def check_replication(settings: Any, ctx: StreamingContext, metrics: Any) -> Non
 
     `metrics.set_topic_under_replicated(topic, role, under)` receives each topic's result.
     """
-    from confluent_kafka.admin import AdminClient
+    from connectors.kafka_client import new_admin_client
 
     kafka = settings.kafka
-    admin = AdminClient(kafka.librdkafka_config())
+    admin = new_admin_client(kafka.librdkafka_config())
     report: Report = metrics.set_topic_under_replicated
     enforce(
         admin,

@@ -101,7 +101,9 @@ def make_acknowledger(
     sources = [s for s in ctx.inputs if isinstance(s, KafkaInputDStream)]
     if not sources:
         return None
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import TopicPartition
+
+    from connectors.kafka_client import new_consumer
 
     consumers: dict[str, Any] = {}
 
@@ -110,9 +112,9 @@ def make_acknowledger(
             group = settings.sources[source.name].group_id or settings.app_id
             consumer = consumers.get(group)
             if consumer is None:
-                conf = {**settings.kafka.librdkafka_config(), "group.id": group}
-                conf["enable.auto.commit"] = "false"
-                consumer = consumers[group] = Consumer(conf)
+                conf = settings.kafka.librdkafka_config()
+                committing = {"group.id": group, "enable.auto.commit": "false"}
+                consumer = consumers[group] = new_consumer(conf, settings=committing)
             offsets = [
                 TopicPartition(r.topic, r.partition, r.until_offset)
                 for r in plan.source(source.name).ranges

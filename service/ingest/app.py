@@ -26,7 +26,13 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
-from connectors.replication import Requirement, TopicUse, broker_setting, enforce
+from connectors.kafka_client import (
+    JAVA_PLACEMENT,
+    broker_setting,
+    new_admin_client,
+    new_transactional_producer,
+)
+from connectors.replication import Requirement, TopicUse, enforce
 from service.errors import ConfigError, IngestError
 from service.ingest.endpoint import EndpointLimits, IngestRoutes
 from service.ingest.keys import KeyLedger, default_keys_topic, ensure_keys_topic, read_keys
@@ -36,7 +42,6 @@ from service.ingest.writer import IngestWriter
 from service.observe.http import RoutedServer
 
 log = logging.getLogger(__name__)
-CLIENT_LOG = logging.getLogger("service.ingest.librdkafka")
 EXIT_OK = 0
 EXIT_FENCED = 3
 # A transaction may stay open this much longer than the acknowledgement wait: room for its
@@ -94,10 +99,8 @@ class IngestService:
 
     def start(self) -> int:
         """Check the topics, start the writer and the server; returns the HTTP port."""
-        from confluent_kafka.admin import AdminClient
-
         conf = self.settings.kafka.librdkafka_config()
-        admin = AdminClient(conf)
+        admin = new_admin_client(conf)
         self._check_topics(admin)
         ensure_keys_topic(
             admin, self.keys_topic, self.ingest.key_retention_ms, self.ingest.replication_factor
@@ -178,22 +181,19 @@ class IngestService:
 
 
 def _producer_factory(conf: dict[str, str], app_id: str, ingest: Any) -> Callable[[], Any]:
-    from confluent_kafka import Producer
-
     settings = {
-        "partitioner": "murmur2_random",  # keyed records land where the Java client puts them
-        **conf,
-        "transactional.id": transactional_id(app_id),
-        "enable.idempotence": True,
-        "acks": "all",
         "linger.ms": ingest.linger_ms,
         "message.timeout.ms": ingest.ack_timeout_ms,
-        "transaction.timeout.ms": ingest.ack_timeout_ms + _TRANSACTION_MARGIN_MS,
         "message.max.bytes": max(1_000_000, ingest.max_record_bytes + (64 << 10)),
-        "logger": CLIENT_LOG,
         "retry.backoff.ms": 10,
     }
-    return lambda: Producer(settings)
+    return lambda: new_transactional_producer(
+        conf,
+        transactional_id(app_id),
+        ingest.ack_timeout_ms + _TRANSACTION_MARGIN_MS,
+        defaults=JAVA_PLACEMENT,
+        settings=settings,
+    )
 
 
 # --- processes --------------------------------------------------------------------------------

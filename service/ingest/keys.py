@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from connectors.kafka_client import TopicRole
 from service.errors import IngestError
 
 log = logging.getLogger(__name__)
@@ -31,6 +32,7 @@ PARTITION = 0
 # Creating the topic and reading it back are metadata and fetch requests; a cluster slower than
 # this to answer them is unavailable.
 TIMEOUT_S = 30.0
+KEYS_TOPIC = TopicRole("idempotency keys topic", IngestError)
 
 
 def default_keys_topic(app_id: str) -> str:
@@ -125,95 +127,32 @@ def topic_config(retention_ms: int) -> dict[str, str]:
 
 def ensure_keys_topic(admin: Any, topic: str, retention_ms: int, replication: int | None) -> None:
     """Create the keys topic (one partition) if missing and wait until it has a leader."""
-    from confluent_kafka import KafkaError, KafkaException
-    from confluent_kafka.admin import NewTopic
+    from connectors.kafka_client import TopicSpec, ensure_topic
 
-    if topic not in admin.list_topics(timeout=TIMEOUT_S).topics:
-        # -1: the brokers' default.replication.factor.
-        new = NewTopic(topic, 1, replication or -1, config=topic_config(retention_ms))
-        try:
-            admin.create_topics([new], operation_timeout=TIMEOUT_S)[topic].result(TIMEOUT_S)
-            log.info("created the idempotency keys topic %s", topic)
-        except KafkaException as exc:
-            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                msg = (
-                    f"could not create the idempotency keys topic {topic!r}: "
-                    f"{exc.args[0].str()}. Create it by hand (1 partition, cleanup.policy="
-                    "compact,delete) or set ingest.keys_topic to one that exists."
-                )
-                raise IngestError(msg) from exc
-    _wait_for_leader(admin, topic)
-
-
-def _wait_for_leader(admin: Any, topic: str) -> None:
-    deadline = time.monotonic() + TIMEOUT_S
-    while True:
-        found = admin.list_topics(topic, timeout=TIMEOUT_S).topics.get(topic)
-        leaders = [] if found is None else [p.leader for p in found.partitions.values()]
-        if leaders and min(leaders) >= 0:
-            if len(leaders) != 1:
-                log.warning("keys topic %s has %d partitions; only 0 is used", topic, len(leaders))
-            return
-        if time.monotonic() > deadline:
-            msg = f"keys topic {topic!r} has no leader after {TIMEOUT_S:.0f}s; check the brokers"
-            raise IngestError(msg)
-        time.sleep(0.1)
+    # -1: the brokers' default.replication.factor.
+    spec = TopicSpec(topic, 1, replication or -1, topic_config(retention_ms))
+    # Only partition 0 is used; a topic created by hand with more is kept, with a warning.
+    ensure_topic(admin, spec, KEYS_TOPIC, "keep", TIMEOUT_S)
 
 
 def read_keys(conf: dict[str, str], topic: str, ledger: KeyLedger, start: int) -> int:
     """Adds every committed key record from offset `start` to the end into `ledger`; returns the
     offset to continue from next time."""
-    from confluent_kafka import Consumer, TopicPartition
+    from connectors.kafka_client import CommittedTail
 
-    from connectors.kafka_client import end_offsets
-
-    consumer = Consumer(
-        {
-            **conf,
-            "group.id": f"dstreams-ingest-keys-{uuid.uuid4().hex[:8]}",  # never commits
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-            "enable.partition.eof": True,
-            "auto.offset.reset": "earliest",
-            "fetch.wait.max.ms": 20,
-        }
-    )
+    tail = CommittedTail(conf, f"dstreams-ingest-keys-{uuid.uuid4().hex[:8]}", KEYS_TOPIC)
     try:
-        tp = TopicPartition(topic, PARTITION)
-        low, end = end_offsets(consumer, tp, time.monotonic() + TIMEOUT_S)
-        if max(start, low) >= end:
+        low, end = tail.end_offsets(topic, PARTITION, TIMEOUT_S)
+        first = max(start, low)
+        if first >= end:
             return max(start, end)
-        consumer.assign([TopicPartition(topic, PARTITION, max(start, low))])
-        _consume_until(consumer, topic, end, ledger)
+        # However many keys there are, reading stops only when it stops making progress.
+        bounds = {PARTITION: (first, end)}
+        for message in tail.stream(topic, bounds, TIMEOUT_S, while_progressing=True):
+            _remember(ledger, topic, message)
         return end
     finally:
-        consumer.close()
-
-
-def _consume_until(consumer: Any, topic: str, end: int, ledger: KeyLedger) -> None:
-    from confluent_kafka import KafkaError
-
-    # However many keys there are, reading stops only when it stops making progress.
-    deadline = time.monotonic() + TIMEOUT_S
-    while time.monotonic() < deadline:
-        messages = consumer.consume(10_000, 0.5)
-        if messages:
-            deadline = time.monotonic() + TIMEOUT_S
-        for message in messages:
-            error = message.error()
-            if error is not None:
-                if error.code() == KafkaError._PARTITION_EOF:  # noqa: SLF001 - librdkafka's name
-                    return
-                msg = f"reading the idempotency keys topic {topic!r} failed: {error.str()}"
-                raise IngestError(msg)
-            _remember(ledger, topic, message)
-            if message.offset() + 1 >= end:
-                return
-    msg = (
-        f"reading the idempotency keys topic {topic!r} made no progress for {TIMEOUT_S:.0f}s "
-        f"before offset {end}; check its leader"
-    )
-    raise IngestError(msg)
+        tail.close()
 
 
 def _remember(ledger: KeyLedger, topic: str, message: Any) -> None:

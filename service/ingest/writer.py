@@ -37,6 +37,9 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from confluent_kafka import KafkaError
+
+from connectors.kafka_client import is_fenced
 from service.ingest.keys import KeyEntry, KeyLedger, now_ms
 from service.ingest.parsing import Record
 
@@ -387,7 +390,7 @@ class IngestWriter:
         error = failure.args[0] if failure.args else failure
         detail = f"not acknowledged by the in-sync replicas: {_describe(error)}"
         keep = False
-        if _is_fenced(error):
+        if isinstance(error, KafkaError) and is_fenced(error):
             self.fenced = True
             log.critical("ingest producer fenced by a newer endpoint of this app: %s", detail)
             detail = "fenced by a newer ingest endpoint of this app"
@@ -440,13 +443,6 @@ def _purge(producer: Any) -> None:
         producer.flush(0)
     except Exception:  # a producer in a fatal state may refuse; it is discarded anyway
         log.debug("purging a discarded ingest producer failed", exc_info=True)
-
-
-def _is_fenced(error: Any) -> bool:
-    from confluent_kafka import KafkaError
-
-    codes = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}  # noqa: SLF001
-    return hasattr(error, "code") and error.code() in codes
 
 
 def _describe(error: Any) -> str:

@@ -33,8 +33,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from confluent_kafka import KafkaError, KafkaException, Producer
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import KafkaError, KafkaException
 
 from connectors.kafka_client import (
     TRY_TIMEOUT_S,
@@ -45,6 +44,8 @@ from connectors.kafka_client import (
     ensure_topic,
     is_fatal,
     is_fenced,
+    new_admin_client,
+    new_transactional_producer,
 )
 from service.errors import FencedOut, JournalError
 from service.journal.base import compact, replay
@@ -269,16 +270,11 @@ class KafkaJournal:
 
     def _fencing_producer(self) -> Any:
         """A transactional producer that has fenced every earlier holder of the journal."""
-        producer = Producer(
-            {
-                **self.conf,
-                "transactional.id": transactional_id(self.app_id),
-                "enable.idempotence": True,
-                "acks": "all",
-                "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS,
-                "message.max.bytes": MAX_MESSAGE_BYTES,
-                "linger.ms": 0,
-            }
+        producer = new_transactional_producer(
+            self.conf,
+            transactional_id(self.app_id),
+            TRANSACTION_TIMEOUT_MS,
+            settings={"message.max.bytes": MAX_MESSAGE_BYTES, "linger.ms": 0},
         )
         try:
             producer.init_transactions(self.timeout_s)
@@ -375,7 +371,7 @@ class KafkaJournal:
         }
         # One partition, since only one partition keeps the records in order.
         spec = TopicSpec(self.topic, 1, self.replication_factor, config)
-        ensure_topic(AdminClient(self.conf), spec, JOURNAL_TOPIC, "refuse", self.timeout_s)
+        ensure_topic(new_admin_client(self.conf), spec, JOURNAL_TOPIC, "refuse", self.timeout_s)
 
     def _tail(self) -> CommittedTail:
         # Never used to commit: the reader assigns the partition and seeks itself.

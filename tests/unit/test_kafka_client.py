@@ -20,6 +20,8 @@ class RoleError(DStreamsError):
 
 
 ROLE = TopicRole("test topic", RoleError)
+# Every partition of a fake topic: led by broker 1, its only replica, in sync.
+PARTITION = SimpleNamespace(leader=1, replicas=[1], isrs=[1])
 
 
 class FakeAdmin:
@@ -33,9 +35,7 @@ class FakeAdmin:
 
     def list_topics(self, timeout: float) -> Any:
         topics = {
-            name: SimpleNamespace(
-                partitions={p: SimpleNamespace(leader=1) for p in range(count)}, error=self.error
-            )
+            name: SimpleNamespace(partitions={p: PARTITION for p in range(count)}, error=self.error)
             for name, count in self.partitions.items()
         }
         return SimpleNamespace(topics=topics)
@@ -124,7 +124,7 @@ class FakeConsumer:
 
 
 def fake_tail(monkeypatch: pytest.MonkeyPatch, consumer: FakeConsumer) -> CommittedTail:
-    monkeypatch.setattr(tail_module, "Consumer", lambda conf: consumer)
+    monkeypatch.setattr(tail_module, "new_consumer", lambda conf, settings: consumer)
     return CommittedTail({}, "group", ROLE)
 
 
@@ -189,3 +189,40 @@ def test_no_answer_within_the_timeout_raises_the_callers_error(
 
     with pytest.raises(RoleError, match="no answer within"):
         tail.read("t", {0: (0, 10)}, timeout_s=0)
+
+
+def test_a_topic_waited_for_in_sync_fails_while_a_replica_lags() -> None:
+    admin = FakeAdmin({"t": 1})  # one replica in sync, two wanted
+    with pytest.raises(RoleError, match="in-sync replicas after .*2 in sync each"):
+        ensure_topic(admin, TopicSpec("t", 1, 2), ROLE, "keep", timeout_s=0.2, all_in_sync=True)
+    ensure_topic(admin, TopicSpec("t", 1, 2), ROLE, "keep", timeout_s=0.2)
+
+
+class SlowConsumer(FakeConsumer):
+    """Each record takes a second of a fake clock to arrive; a poll whose time is up is empty."""
+
+    def __init__(self, records: dict[int, list[int]], ends: dict[int, int]) -> None:
+        super().__init__(records, ends)
+        self.now = 0.0
+
+    def poll(self, timeout: float) -> Message | None:
+        if timeout < 1:
+            self.now += timeout
+            return None
+        self.now += 1
+        return super().poll(timeout)
+
+
+def test_a_stream_while_progressing_outlasts_the_timeout_of_a_whole_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    consumer = SlowConsumer({0: list(range(10))}, {0: 10})
+    tail = fake_tail(monkeypatch, consumer)
+    monkeypatch.setattr(tail_module.time, "monotonic", lambda: consumer.now)
+
+    with pytest.raises(RoleError, match="no answer within 3 s"):
+        tail.read("t", {0: (0, 10)}, timeout_s=3)
+
+    consumer.now = 0.0
+    streamed = tail.stream("t", {0: (0, 10)}, timeout_s=3, while_progressing=True)
+    assert [message.offset() for message in streamed] == list(range(10))

@@ -89,7 +89,7 @@ class Admin:
         from types import SimpleNamespace as NS
 
         topics = {
-            name: NS(error=None, partitions={0: NS(replicas=list(range(rf)))})
+            name: NS(error=None, partitions={0: NS(leader=0, replicas=[*range(rf)], isrs=[0])})
             for name, rf in self.factors.items()
         }
         return NS(topics=topics, brokers={1: None})
