@@ -461,6 +461,8 @@ class KafkaSinkSettings(_Model):
         kafka: KafkaSettings,
         default_partitions: int,
         registry: SchemaRegistrySettings | None = None,
+        *,
+        local_master: bool = False,
     ) -> KafkaSink:
         from sinks.kafka import KafkaSink
 
@@ -476,6 +478,7 @@ class KafkaSinkSettings(_Model):
             # One marker partition per task of whichever is larger: the topic or a shuffle.
             marker_partitions=max(partitions, default_partitions),
             write_from=self.write_from,
+            local_master=local_master,
         )
 
 
@@ -519,6 +522,8 @@ class PostgresSinkSettings(_Model):
         kafka: KafkaSettings,
         default_partitions: int,
         registry: SchemaRegistrySettings | None = None,
+        *,
+        local_master: bool = False,
     ) -> PostgresSink:
         from sinks.postgres import PostgresSink
 
@@ -556,6 +561,8 @@ class FilesSinkSettings(_Model):
         kafka: KafkaSettings,
         default_partitions: int,
         registry: SchemaRegistrySettings | None = None,
+        *,
+        local_master: bool = False,
     ) -> FileSink:
         from sinks.files import FileSink
 
@@ -573,6 +580,8 @@ class ConsoleSinkSettings(_Model):
         kafka: KafkaSettings,
         default_partitions: int,
         registry: SchemaRegistrySettings | None = None,
+        *,
+        local_master: bool = False,
     ) -> ConsoleSink:
         from sinks.console import ConsoleSink
 
@@ -583,8 +592,8 @@ SinkSettings = Annotated[
     KafkaSinkSettings | PostgresSinkSettings | FilesSinkSettings | ConsoleSinkSettings,
     Field(discriminator="type"),
 ]
-"""One output's sink; every member has `build(kafka, default_partitions, registry)` and
-`needs_registry()`."""
+"""One output's sink; every member has `build(kafka, default_partitions, registry, *,
+local_master)` (whether the configured Spark master is local) and `needs_registry()`."""
 
 
 # --- Service ---------------------------------------------------------------------------------
@@ -596,8 +605,9 @@ class DeadLetterSettings(_Model):
     partitions: int = Field(default=1, ge=1)
     replication_factor: int = Field(default=1, ge=1)
 
-    def build(self, kafka: KafkaSettings) -> DeadLetterSink:
-        """The sink of every source's dead letters; only when `topic` is set."""
+    def build(self, kafka: KafkaSettings, *, local_master: bool = False) -> DeadLetterSink:
+        """The sink of every source's dead letters; only when `topic` is set. `local_master`:
+        the configured Spark master is local (where its transactions run, `write_from`)."""
         from sinks.dead_letters import DeadLetterSink
 
         if self.topic is None:
@@ -608,6 +618,7 @@ class DeadLetterSettings(_Model):
             self.topic,
             partitions=self.partitions,
             replication_factor=self.replication_factor,
+            local_master=local_master,
         )
 
 

@@ -65,12 +65,19 @@ def make_sink(settings: Settings, name: str) -> Sink:
         known = ", ".join(sorted(settings.sinks)) or "none"
         msg = f"the job writes output {name!r}, but sinks.{name} is not configured (known: {known})"
         raise ConfigError(msg)
-    return sink.build(settings.kafka, settings.default_partitions, settings.schema_registry)
+    return sink.build(
+        settings.kafka,
+        settings.default_partitions,
+        settings.schema_registry,
+        local_master=settings.spark.parsed_master.is_local,
+    )
 
 
 def add_dead_letter_outputs(settings: Settings, ctx: StreamingContext) -> None:
     """Every Kafka source's undecodable records go to the dead-letter topic, exactly once."""
-    sink = settings.dead_letter.build(settings.kafka)
+    sink = settings.dead_letter.build(
+        settings.kafka, local_master=settings.spark.parsed_master.is_local
+    )
     for source in [s for s in ctx.inputs if isinstance(s, KafkaInputDStream)]:
         # One partition: dead letters are rare, and a fixed count keeps the markers simple.
         letters = source.dead_letters().map(to_dead_letter).coalesce(1)
