@@ -67,6 +67,7 @@ if TYPE_CHECKING:
 
     # Built objects only: importing them at run time would load Kafka and PostgreSQL clients
     # into every process that merely reads its configuration.
+    from service.graph.kafka_source import KafkaSource
     from service.journal.file import FileJournal
     from service.journal.kafka import KafkaJournal
     from sinks.console import ConsoleSink
@@ -389,6 +390,39 @@ class KafkaSourceSettings(_Model):
             return value
         key = self.key_avro.decoder(registry) if self.key_codec == "avro" else self.key_codec
         return KeyedCodec(value, key)
+
+    def build(
+        self,
+        name: str,
+        kafka: KafkaSettings,
+        app_id: str,
+        registry: SchemaRegistrySettings | None = None,
+        *,
+        dead_letters: bool = False,
+    ) -> KafkaSource:
+        """Source `name`, as its plans and reads need it. `dead_letters`: a dead-letter topic is
+        configured. Without one an undecodable record would vanish, so only an explicit
+        `on_decode_error: skip` lets it go (docs/architecture.md, "No silent loss")."""
+        from connectors.reader import ReadPolicy
+        from service.graph.kafka_source import KafkaSource
+
+        decoder = self.decoder(registry)
+        return KafkaSource(
+            name,
+            {**kafka.librdkafka_config(), "group.id": self.group_id or app_id},
+            topics=tuple(self.topics) if self.topics else None,
+            pattern=self.pattern,
+            starting=self.starting,
+            max_rate_per_partition=self.max_rate_per_partition,
+            min_partitions=self.min_partitions,
+            max_partitions=self.max_partitions,
+            codec=self.codec,
+            decoder=None if isinstance(decoder, str) else decoder,
+            read_policy=ReadPolicy(
+                fail_on_decode_error=not dead_letters and self.on_decode_error == "fail",
+                fail_on_data_loss=self.fail_on_data_loss,
+            ),
+        )
 
     def needs_registry(self) -> bool:
         """Whether reading needs schema_registry (Avro without a writer schema file)."""

@@ -62,7 +62,7 @@ def job(tmp_path: Path) -> tuple[Settings, StreamingContext, DeclaringSink]:
     path.write_text(yaml.safe_dump(SETTINGS))
     settings = load_settings(path, {})
     ctx = StreamingContext(
-        None, "wc", 1000, source_factory=lambda c, n: make_kafka_source(settings, c, n)
+        None, "wc", 1000, source_factory=lambda n: make_kafka_source(settings, n)
     )
     lines = ctx.source("lines")
     counts = DeclaringSink(OUT)
