@@ -132,9 +132,8 @@ def run_dstreams(
         topics=[topic],
         starting_offsets=StartingOffsets.earliest(),
         max_rate_per_partition=batch_lines // PARTITIONS,
+        decoder=codec,
     )
-    if codec is not None:
-        source.decode_with(codec)
     lines = source.values()
     sink = FileSink(workdir / "out")
     if read_only:

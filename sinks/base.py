@@ -1,15 +1,22 @@
 """The sink contract: idempotent writes keyed by `BatchKey`, and the driver's commit.
 
-A `Sink` has four methods and one attribute. A batch's output is written in three steps:
+A `Sink` has five methods and two attributes. A batch's output is written in three steps:
 
 1. On the driver, once at start-up: ``sink.setup(app, output)`` creates what the sink writes to.
 2. Task `p` of batch `t` calls ``sink.write(BatchKey(app, output, t, p), rows)``: on an executor,
    or on the driver, after collecting the partition, when ``sink.writes_on_driver`` is true (for
-   sinks whose state lives in the driver process: the console, the in-memory test sink). The write
+   sinks whose state lives in the driver process: the console, the in-memory test sink; the Kafka
+   sink in local mode). There, ``sink.writes_in_parallel`` lets the driver write a batch's
+   partitions side by side, one thread each. The write
    is idempotent on the key and atomic with the sink's own marker for that key: either the marker
    and all rows are committed, or neither is. A key already committed is skipped.
 3. When every task has finished, the driver calls ``sink.commit(app, output, t, partitions)``;
    idempotent too. Only then does the driver journal the batch as completed.
+
+Before any of it, the driver asks ``sink.kafka_needs(app, output)`` what the sink needs of the
+Kafka cluster (`KafkaNeeds`: the topics it writes and the access each needs, its transactional
+ids, whether it reads the brokers' configuration), for its replication and ACL checks; a sink that
+writes elsewhere needs nothing (`NO_KAFKA`).
 
 At shutdown the driver calls ``sink.close()``, which releases the clients and connections the
 sink opened in the driver process. It is idempotent, and a sink used after it opens new ones.
@@ -75,6 +82,35 @@ class WriteResult:
     opened_client: bool = field(default=False, compare=False)
 
 
+@dataclass(frozen=True)
+class KafkaTopic:
+    """A Kafka topic a sink writes, as the driver's start-up checks see it."""
+
+    name: str
+    role: str
+    """What the topic is to the sink: output, markers, dead-letters (a metric label)."""
+    operations: tuple[str, ...]
+    """ACL operations the sink needs on it (Kafka's AclOperation names: WRITE, READ)."""
+    replication_factor: int
+    """The replication factor `setup` creates the topic with when it is missing."""
+
+
+@dataclass(frozen=True)
+class KafkaNeeds:
+    """What a sink needs of the Kafka cluster, asked by the driver before it starts anything
+    (docs/architecture.md, "Clear failures"). The default needs nothing."""
+
+    topics: tuple[KafkaTopic, ...] = ()
+    transactional_id_prefix: str | None = None
+    """Every transactional id the sink's producers use starts with this."""
+    reads_broker_configs: bool = False
+    """`setup` reads the brokers' configuration (DescribeConfigs on the cluster)."""
+
+
+NO_KAFKA = KafkaNeeds()
+"""What a sink that writes no Kafka topic needs of Kafka."""
+
+
 @runtime_checkable
 class Sink(Protocol):
     """A destination that commits each `BatchKey` exactly once (see the module docstring)."""
@@ -83,6 +119,15 @@ class Sink(Protocol):
     def writes_on_driver(self) -> bool:
         """True: `write` runs in the driver process on collected rows; False: on executors."""
         ...
+
+    @property
+    def writes_in_parallel(self) -> bool:
+        """When the driver writes: True if a batch's partitions may be written at once, one
+        thread each (each partition's write must then hold clients of its own)."""
+        ...
+
+    def kafka_needs(self, app: str, output: str) -> KafkaNeeds:
+        """What writing `output` needs of the Kafka cluster (`NO_KAFKA` for other sinks)."""
 
     def setup(self, app: str, output: str) -> None:
         """Driver-side, once at start-up: create tables/topics/folders, check limits."""

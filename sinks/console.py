@@ -6,16 +6,21 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-from sinks.base import BatchKey, WriteResult
+from sinks.base import NO_KAFKA, BatchKey, KafkaNeeds, WriteResult
 
 
 class ConsoleSink:
     """Shows up to `max_rows` rows of each batch partition on standard output."""
 
     writes_on_driver = True  # the driver's standard output is the one people watch
+    writes_in_parallel = False  # one partition's rows together, not interleaved
 
     def __init__(self, max_rows: int = 10) -> None:
         self.max_rows = max_rows
+
+    def kafka_needs(self, app: str, output: str) -> KafkaNeeds:
+        """Nothing: it writes no Kafka topic."""
+        return NO_KAFKA
 
     def setup(self, app: str, output: str) -> None:
         """Nothing to create."""

@@ -94,6 +94,7 @@ class DeadLetterSink(KafkaSink):
         marker_topic: str | None = None,
         transaction_timeout_ms: int = 60000,
         marker_partitions: int | None = None,
+        local_master: bool = False,
     ) -> None:
         super().__init__(
             conf,
@@ -104,7 +105,10 @@ class DeadLetterSink(KafkaSink):
             transaction_timeout_ms=transaction_timeout_ms,
             serializer="bytes",
             marker_partitions=marker_partitions,
+            local_master=local_master,
         )
+
+    topic_role = "dead-letters"
 
     def encode_row(self, row: Any, key: BatchKey) -> OutboundRecord:
         if not isinstance(row, DeadLetter):

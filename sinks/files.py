@@ -23,7 +23,7 @@ from connectors.avro import AvroEncoder, sync_marker
 from service import faults
 from service.durable import fsync_directory, synced_temp
 from service.errors import SinkError
-from sinks.base import BatchKey, WriteResult
+from sinks.base import NO_KAFKA, BatchKey, KafkaNeeds, WriteResult
 
 SUCCESS = "_SUCCESS"
 
@@ -41,6 +41,7 @@ class FileSink:
     """Writes each batch of an output as a folder of JSON-lines part files."""
 
     writes_on_driver = False
+    writes_in_parallel = False
 
     def __init__(self, root: str | Path, avro_schema: str | None = None) -> None:
         self.root = str(root)
@@ -53,6 +54,10 @@ class FileSink:
     def part_path(self, key: BatchKey) -> Path:
         name = f"part-{key.partition:05d}.{self.suffix}"
         return self.batch_dir(key.output, key.batch_time) / name
+
+    def kafka_needs(self, app: str, output: str) -> KafkaNeeds:
+        """Nothing: it writes no Kafka topic."""
+        return NO_KAFKA
 
     def setup(self, app: str, output: str) -> None:
         (Path(self.root) / output).mkdir(parents=True, exist_ok=True)

@@ -33,8 +33,9 @@ rows without a key go to output partition ``p % partitions``.
 
 Where the writes run is ``write_from``: ``"executors"`` (the tasks, as above), ``"driver"`` (the
 driver collects each partition and runs the same ``write``, keeping one long-lived producer per
-transactional.id in its own process), or ``"auto"``, the default: the driver when the running
-SparkContext's master is ``local``/``local[...]``, else the executors. In local mode task ``p``
+transactional.id in its own process), or ``"auto"``, the default: the driver when the configured
+Spark master is ``local``/``local[...]`` (``local_master``, passed in by whoever builds the sink
+from the settings), else the executors. In local mode task ``p``
 lands on whichever Python worker is idle, so on executors a producer would be fenced by another
 worker's and re-initialised (0.5-1 s) in most batches; the driver's producers never move. The
 fencing is the same on both paths (docs/architecture.md, "Sinks"): a new driver's
@@ -67,7 +68,7 @@ from connectors.kafka_client import (
 )
 from service import faults
 from service.errors import ConfigError, SinkError
-from sinks.base import BatchKey, WriteResult
+from sinks.base import BatchKey, KafkaNeeds, KafkaTopic, WriteResult
 from sinks.kafka_markers import (
     MARKER_TOPIC,
     MARKER_TOPIC_CONFIG,
@@ -83,7 +84,6 @@ from sinks.kafka_producers import (
     discard_producer,
     known_marker,
     open_producers,
-    spark_master_is_local,
     transactional_producer,
 )
 
@@ -127,7 +127,8 @@ class KafkaSink:
     ``dstreams.markers.<app>.<output>`` and must not be shared between outputs; it needs a partition
     per task of the output: ``marker_partitions``, by default ``partitions``. The sink pickles as
     configuration only; clients live in per-process caches (`sinks.kafka_producers`,
-    `sinks.kafka_markers`). ``write_from`` says which processes write (see the module docstring).
+    `sinks.kafka_markers`). ``write_from`` says which processes write (see the module docstring);
+    ``local_master`` says whether the configured Spark master is local, which decides ``auto``.
     """
 
     def __init__(
@@ -142,6 +143,7 @@ class KafkaSink:
         marker_partitions: int | None = None,
         avro: AvroOutput | None = None,
         write_from: WriteFrom = "auto",
+        local_master: bool = False,
     ) -> None:
         _check_settings(conf, partitions, replication_factor, transaction_timeout_ms, serializer)
         if write_from not in WRITE_FROM:
@@ -161,23 +163,40 @@ class KafkaSink:
         # Avro values (and keys) instead of `serializer`; schema ids are fixed in `setup`.
         self.avro = avro
         self.write_from: WriteFrom = write_from
+        # Decided once, here: whether the driver runs `write` (docs/architecture.md, Sinks).
+        self.writes_on_driver = write_from == "driver" or (write_from == "auto" and local_master)
 
     # When the driver writes, it may write a batch's partitions side by side: each has its own
     # transactional producer, and the marker reader serializes its own reads. A commit waits
     # for the coordinator, so four partitions in a row took four round trips.
     writes_in_parallel = True
-
-    @property
-    def writes_on_driver(self) -> bool:
-        """Whether the driver runs `write` (asked on the driver, once per batch)."""
-        if self.write_from == "auto":
-            return spark_master_is_local()
-        return self.write_from == "driver"
+    # What the output topic is to this sink, in the driver's checks and metrics.
+    topic_role = "output"
 
     @staticmethod
-    def transactional_id(app: str, output: str, partition: int) -> str:
+    def transactional_id_prefix(app: str) -> str:
+        """What every transactional id of the app's Kafka outputs starts with."""
+        return f"dstreams.{app}."
+
+    @classmethod
+    def transactional_id(cls, app: str, output: str, partition: int) -> str:
         # Dots cannot occur in app or output names, so the id is unambiguous.
-        return f"dstreams.{app}.{output}.{partition}"
+        return f"{cls.transactional_id_prefix(app)}{output}.{partition}"
+
+    def kafka_needs(self, app: str, output: str) -> KafkaNeeds:
+        """The output topic (written) and the marker topic (written, and read back by `commit`
+        and recovery), both created by `setup` when missing; the transactional ids; and
+        `setup` reads the brokers' transaction.max.timeout.ms."""
+        rf = self.replication_factor
+        markers = self.marker_topic_for(app, output)
+        return KafkaNeeds(
+            topics=(
+                KafkaTopic(self.topic, self.topic_role, ("WRITE",), rf),
+                KafkaTopic(markers, "markers", ("WRITE", "READ"), rf),
+            ),
+            transactional_id_prefix=self.transactional_id_prefix(app),
+            reads_broker_configs=True,
+        )
 
     def marker_topic_for(self, app: str, output: str) -> str:
         topic = self.marker_topic or default_marker_topic(app, output)

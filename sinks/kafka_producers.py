@@ -211,22 +211,3 @@ def discard_producer(producer: TransactionalProducer) -> None:
 def close_producers() -> None:
     """Close every cached producer of this process (worker shutdown, tests)."""
     _PRODUCERS.close_all()
-
-
-def spark_master_is_local() -> bool:
-    """Whether this process runs a SparkContext whose master is `local` or `local[...]`.
-
-    False without pyspark or a running context (an executor, a unit test): only the driver asks.
-    In local mode the Python workers are interchangeable, so a sink's producers are kept in the
-    driver instead, where they never move (see `sinks.kafka`).
-    """
-    try:
-        from pyspark import SparkContext
-    except ImportError:
-        return False
-    # pyspark keeps the running context here; `getOrCreate` would start one instead.
-    context = SparkContext._active_spark_context  # noqa: SLF001
-    if context is None:
-        return False
-    master = str(context.master)
-    return master == "local" or master.startswith("local[")

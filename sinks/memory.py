@@ -12,18 +12,23 @@ from collections.abc import Iterable
 from typing import Any
 
 from service.errors import SinkError
-from sinks.base import BatchKey, WriteResult
+from sinks.base import NO_KAFKA, BatchKey, KafkaNeeds, WriteResult
 
 
 class MemorySink:
     """Keeps committed rows per `BatchKey` in this process."""
 
     writes_on_driver = True  # tests read what it holds in the driver process
+    writes_in_parallel = False
 
     def __init__(self) -> None:
         self.parts: dict[BatchKey, list[Any]] = {}
         self.committed: dict[tuple[str, int], int] = {}
         self.duplicates_suppressed = 0
+
+    def kafka_needs(self, app: str, output: str) -> KafkaNeeds:
+        """Nothing: it writes no Kafka topic."""
+        return NO_KAFKA
 
     def setup(self, app: str, output: str) -> None:
         """Nothing to create."""

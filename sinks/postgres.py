@@ -38,7 +38,7 @@ from pydantic import SecretStr
 from connectors.process_cache import ProcessCache
 from service import faults
 from service.errors import SinkError
-from sinks.base import BatchKey, WriteResult
+from sinks.base import NO_KAFKA, BatchKey, KafkaNeeds, WriteResult
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +69,7 @@ class PostgresSink:
     """Writes each ``BatchKey`` to ``table`` exactly once; see the module docstring."""
 
     writes_on_driver = False
+    writes_in_parallel = False
 
     def __init__(
         self,
@@ -102,6 +103,10 @@ class PostgresSink:
         )
 
     # --- driver side ---------------------------------------------------------------------
+
+    def kafka_needs(self, app: str, output: str) -> KafkaNeeds:
+        """Nothing: it writes no Kafka topic."""
+        return NO_KAFKA
 
     def setup(self, app: str, output: str) -> None:
         """Create the marker table, and the data table when missing; check configured columns."""

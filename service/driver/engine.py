@@ -77,7 +77,7 @@ def build_context(settings: Settings) -> StreamingContext:
         settings.batch_interval_ms,
         settings.default_partitions,
         sink_factory=lambda name: wiring.make_sink(settings, name),
-        source_factory=lambda c, name: wiring.make_kafka_source(settings, c, name),
+        source_factory=lambda name: wiring.make_kafka_source(settings, name),
     )
     ctx.dead_letters_enabled = settings.dead_letter.topic is not None
     load_job(settings.job)(ctx)

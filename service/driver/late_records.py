@@ -45,7 +45,9 @@ def add_late_record_outputs(settings: Settings, ctx: StreamingContext) -> None:
             'late="drop" to count and drop them'
         )
         raise ConfigError(msg)
-    sink = settings.dead_letter.build(settings.kafka)
+    sink = settings.dead_letter.build(
+        settings.kafka, local_master=settings.spark.parsed_master.is_local
+    )
     for view in windows:
         letters = view.late_records().map(late_dead_letter).coalesce(1)
         letters.write(f"event-window-{view.node_id}.late{DEAD_LETTER_SUFFIX}", sink)

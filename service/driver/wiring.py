@@ -6,10 +6,10 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from connectors.reader import ReadPolicy
 from service.config.settings import Settings
 from service.errors import ConfigError
 from service.graph.context import StreamingContext
+from service.graph.kafka_source import KafkaSource
 from service.graph.outputs import DEAD_LETTER_SUFFIX
 from service.graph.plan import BatchPlan
 from service.graph.sources import KafkaInputDStream
@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def make_kafka_source(settings: Settings, ctx: StreamingContext, name: str) -> KafkaInputDStream:
+def make_kafka_source(settings: Settings, name: str) -> KafkaSource:
+    """The source configured as `sources.<name>`; its settings model builds it."""
     source = settings.sources.get(name)
     if source is None:
         known = ", ".join(sorted(settings.sources)) or "none"
@@ -31,31 +32,10 @@ def make_kafka_source(settings: Settings, ctx: StreamingContext, name: str) -> K
             f"the job reads source {name!r}, but sources.{name} is not configured (known: {known})"
         )
         raise ConfigError(msg)
-    conf = settings.kafka.librdkafka_config()
-    conf["group.id"] = source.group_id or settings.app_id
-    stream = ctx.kafka_stream(
-        name,
-        conf,
-        topics=list(source.topics) if source.topics else None,
-        pattern=source.pattern,
-        starting_offsets=source.starting,
-        max_rate_per_partition=source.max_rate_per_partition,
-        min_partitions=source.min_partitions,
-        max_partitions=source.max_partitions,
-        codec=source.codec,
-        fail_on_data_loss=source.fail_on_data_loss,
+    dead_letters = settings.dead_letter.topic is not None
+    return source.build(
+        name, settings.kafka, settings.app_id, settings.schema_registry, dead_letters=dead_letters
     )
-    # Without a dead-letter topic an undecodable record would vanish; only an explicit
-    # `on_decode_error: skip` lets it (docs/architecture.md, "No silent loss").
-    no_dead_letters = settings.dead_letter.topic is None
-    codec = source.decoder(settings.schema_registry)
-    if not isinstance(codec, str):
-        stream.decode_with(codec)
-    stream.read_policy = ReadPolicy(
-        fail_on_decode_error=no_dead_letters and source.on_decode_error == "fail",
-        fail_on_data_loss=source.fail_on_data_loss,
-    )
-    return stream
 
 
 def make_sink(settings: Settings, name: str) -> Sink:
@@ -65,12 +45,19 @@ def make_sink(settings: Settings, name: str) -> Sink:
         known = ", ".join(sorted(settings.sinks)) or "none"
         msg = f"the job writes output {name!r}, but sinks.{name} is not configured (known: {known})"
         raise ConfigError(msg)
-    return sink.build(settings.kafka, settings.default_partitions, settings.schema_registry)
+    return sink.build(
+        settings.kafka,
+        settings.default_partitions,
+        settings.schema_registry,
+        local_master=settings.spark.parsed_master.is_local,
+    )
 
 
 def add_dead_letter_outputs(settings: Settings, ctx: StreamingContext) -> None:
     """Every Kafka source's undecodable records go to the dead-letter topic, exactly once."""
-    sink = settings.dead_letter.build(settings.kafka)
+    sink = settings.dead_letter.build(
+        settings.kafka, local_master=settings.spark.parsed_master.is_local
+    )
     for source in [s for s in ctx.inputs if isinstance(s, KafkaInputDStream)]:
         # One partition: dead letters are rare, and a fixed count keeps the markers simple.
         letters = source.dead_letters().map(to_dead_letter).coalesce(1)

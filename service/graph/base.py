@@ -16,7 +16,7 @@ from service.graph.counters import Counts, record_timestamps, total_decode_error
 from service.graph.jobs import SparkJob
 from service.graph.placement import OutputPlacement
 from service.graph.plan import BatchPlan
-from sinks.base import Sink
+from sinks.base import KafkaNeeds, Sink
 
 RDD = Any  # pyspark.RDD; kept as Any because pyspark's types are not followed (see pyproject).
 BatchFunction = Callable[[RDD, int], Any]
@@ -92,6 +92,10 @@ class OutputOperation(Protocol):
     def describe(self) -> dict[str, Any]: ...
 
     def setup(self, app: str) -> None: ...
+
+    def kafka_needs(self, app: str) -> KafkaNeeds:
+        """What the output's sink needs of the Kafka cluster (the driver's start-up checks)."""
+        ...
 
     def run(self, app: str, plan: BatchPlan) -> OutputResult: ...
 

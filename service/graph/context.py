@@ -16,16 +16,19 @@ from service.errors import ConfigError
 from service.graph.base import Node, OutputOperation
 from service.graph.counters import CountersParam
 from service.graph.dstream import DStream, StatefulDStream
+from service.graph.kafka_source import KafkaSource
 from service.graph.placement import OutputPlacement
 from service.graph.plan import BatchPlan
 from service.graph.sources import InputDStream, KafkaInputDStream, QueueInputDStream
 from sinks.base import Sink
 
 if TYPE_CHECKING:
+    from connectors.codecs import Codec
     from connectors.planner import StartingOffsets
 
 SinkFactory = Callable[[str], Sink]
-SourceFactory = Callable[["StreamingContext", str], KafkaInputDStream]
+SourceFactory = Callable[[str], KafkaSource]
+"""The configured Kafka source of a name (`service.driver.wiring.make_kafka_source`)."""
 
 
 class StreamingContext:
@@ -85,45 +88,53 @@ class StreamingContext:
         min_partitions: int = 1,
         max_partitions: int | None = None,
         codec: str = "utf-8",
+        decoder: Codec | None = None,
         fail_on_data_loss: bool = True,
     ) -> KafkaInputDStream:
         """A direct Kafka source: each batch reads planned offset ranges, fetched by executors.
         `kafka_conf`: librdkafka's (at least `bootstrap.servers`). Elements are `SourceRecord`s;
         the first batch ever starts at `starting_offsets` (None: earliest). A batch is read by at
-        least `min_partitions` tasks and at most `max_partitions` (`connectors.planner`)."""
-        from connectors.planner import ConfluentMetadata, OffsetPlanner, StartingOffsets
+        least `min_partitions` tasks and at most `max_partitions` (`connectors.planner`). A
+        `decoder` object (Avro, keys) decodes instead of the `codec` named."""
+        from connectors.planner import StartingOffsets
 
-        self._check_new_source(name, min_partitions, max_partitions)
-        metadata = ConfluentMetadata(kafka_conf)
-        self._closeables.append(metadata)
-        planner = OffsetPlanner(
-            metadata,
-            topics=topics,
+        source = KafkaSource(
+            name,
+            dict(kafka_conf),
+            topics=tuple(topics) if topics is not None else None,
             pattern=pattern,
             starting=starting_offsets or StartingOffsets.earliest(),
             max_rate_per_partition=max_rate_per_partition,
-            fail_on_data_loss=fail_on_data_loss,
+            min_partitions=min_partitions,
+            max_partitions=max_partitions,
+            codec=codec,
+            decoder=decoder,
+            read_policy=ReadPolicy(fail_on_data_loss=fail_on_data_loss),
         )
-        subscription: list[str] | str = sorted(topics) if topics is not None else str(pattern)
-        policy = ReadPolicy(fail_on_data_loss=fail_on_data_loss)
-        stream = KafkaInputDStream(
-            self, name, planner, kafka_conf, codec, min_partitions, subscription, policy
+        return self.add_kafka_source(source)
+
+    def add_kafka_source(self, source: KafkaSource) -> KafkaInputDStream:
+        """The stream of `source`, with the driver-side clients that plan its batches."""
+        from connectors.planner import ConfluentMetadata, OffsetPlanner
+
+        self._check_new_source(source.name)
+        metadata = ConfluentMetadata(dict(source.consumer_conf))
+        self._closeables.append(metadata)
+        planner = OffsetPlanner(
+            metadata,
+            topics=list(source.topics) if source.topics is not None else None,
+            pattern=source.pattern,
+            starting=source.starting,
+            max_rate_per_partition=source.max_rate_per_partition,
+            fail_on_data_loss=source.fail_on_data_loss,
         )
-        stream.max_partitions = max_partitions
-        stream.metadata = metadata
-        self._sources_by_name[name] = stream
+        stream = KafkaInputDStream(self, source, planner, metadata)
+        self._sources_by_name[source.name] = stream
         return stream
 
-    def _check_new_source(
-        self, name: str, min_partitions: int = 1, max_partitions: int | None = None
-    ) -> None:
-        from connectors.planner import partition_bounds_problem
-
+    def _check_new_source(self, name: str) -> None:
         if name in self._sources_by_name:
             msg = f"source {name!r} is declared twice; give each source its own name"
-            raise ConfigError(msg)
-        if problem := partition_bounds_problem(min_partitions, max_partitions):
-            msg = f"source {name!r}: {problem}"
             raise ConfigError(msg)
 
     def consumer_lag(self) -> dict[tuple[str, int], int]:
@@ -148,22 +159,27 @@ class StreamingContext:
         `parse(value)` runs on each value as it is read (validate, convert, enrich); a record it
         raises on goes to the dead letters with its original bytes instead of failing the batch.
         """
-        records = self.kafka_records(name)
-        if parse is not None:
-            records.parse_with(parse)
-        return records.values()
+        return self.kafka_records(name, parse).values()
 
-    def kafka_records(self, name: str) -> KafkaInputDStream:
-        """The raw records (with topic, partition, offset, decode errors) of source `name`."""
+    def kafka_records(
+        self, name: str, parse: Callable[[Any], Any] | None = None
+    ) -> KafkaInputDStream:
+        """The raw records (with topic, partition, offset, decode errors) of source `name`,
+        built once from its configuration; `parse` as in `source`."""
         existing = self._sources_by_name.get(name)
         if isinstance(existing, KafkaInputDStream):
+            if parse is not None:
+                msg = (
+                    f"source {name!r} is read already, and a source is read one way; give its "
+                    "parse function the first time the job asks for it"
+                )
+                raise ConfigError(msg)
             return existing
         if self._source_factory is None:
             msg = f"source {name!r} was asked for, but this context has no Kafka configuration"
             raise ConfigError(msg)
-        stream = self._source_factory(self, name)
-        self._sources_by_name[name] = stream
-        return stream
+        source = self._source_factory(name)
+        return self.add_kafka_source(source if parse is None else source.parsed_by(parse))
 
     def add_output(self, output: OutputOperation) -> None:
         if any(existing.name == output.name for existing in self.outputs):

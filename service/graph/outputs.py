@@ -15,24 +15,36 @@ import time
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 from service.graph.base import RDD, BatchFunction, BatchStream, OutputResult
 from service.graph.jobs import job_group, jobs_of_group, start_job_group
 from service.graph.placement import OutputPlacement
 from service.graph.plan import BatchPlan
-from sinks.base import BatchKey, Sink
+from sinks.base import NO_KAFKA, BatchKey, KafkaNeeds, Sink
 
-__all__ = ["ForeachBatchOutput", "Output", "OutputResult", "SinkOutput"]
+__all__ = ["ForeachBatchOutput", "Output", "OutputResult", "PartitionReport", "SinkOutput"]
 
 log = logging.getLogger(__name__)
 
 
 # The output that carries a source's undecodable records is named `<source><suffix>`.
 DEAD_LETTER_SUFFIX = ".dead-letters"
-# What a task tells the driver of its write: partition, rows, skipped, opened a client, attempt,
-# and the seconds spent inside `sink.write` (computing the rows it pulled not counted).
-Report = tuple[int, int, bool, bool, int, float]
+
+
+class PartitionReport(NamedTuple):
+    """What a task tells the driver of its write of one partition."""
+
+    partition: int
+    rows: int
+    skipped: bool
+    """The key was committed already: nothing written."""
+    opened_client: bool
+    """The write had to set up a sink client first (see `sinks.base.WriteResult`)."""
+    attempt: int
+    """Spark's attempt number of the task: 0 for the first, more for a retry or a copy."""
+    write_seconds: float
+    """Seconds inside `sink.write`, computing the rows it pulled not counted."""
 
 
 class SinkOutput:
@@ -59,6 +71,9 @@ class SinkOutput:
     def setup(self, app: str) -> None:
         self.sink.setup(app, self.name)
 
+    def kafka_needs(self, app: str) -> KafkaNeeds:
+        return self.sink.kafka_needs(app, self.name)
+
     def run(self, app: str, plan: BatchPlan) -> OutputResult:
         if self.stream.is_empty(plan):
             return OutputResult(self.name, 0, 0, 0)
@@ -77,27 +92,27 @@ class SinkOutput:
         return OutputResult(
             self.name,
             len(reports),
-            rows=sum(report[1] for report in reports),
-            skipped_partitions=sum(1 for report in reports if report[2]),
+            rows=sum(report.rows for report in reports),
+            skipped_partitions=sum(1 for report in reports if report.skipped),
             seconds=seconds,
-            opened_clients=sum(1 for report in reports if report[3]),
+            opened_clients=sum(1 for report in reports if report.opened_client),
             jobs=jobs_of_group(rdd.context, group),
-            write_seconds=max((report[5] for report in reports), default=0.0),
+            write_seconds=max((report.write_seconds for report in reports), default=0.0),
         )
 
-    def _log_later_attempts(self, batch_time: int, reports: list[Report]) -> None:
+    def _log_later_attempts(self, batch_time: int, reports: list[PartitionReport]) -> None:
         """Says which partitions a retry or a speculative copy wrote: worth seeing, and proof
         that the other attempts collapsed into it."""
-        for partition, _, was_skipped, _, attempt, _ in reports:
-            if attempt > 0:
+        for report in reports:
+            if report.attempt > 0:
                 log.info(
                     "output %s batch %d: partition %d was written by attempt %d (a retry or a "
                     "speculative copy; %s), every other attempt fenced or skipped",
                     self.name,
                     batch_time,
-                    partition,
-                    attempt,
-                    "it found the batch committed" if was_skipped else "it committed the batch",
+                    report.partition,
+                    report.attempt,
+                    "it found the batch committed" if report.skipped else "it committed the batch",
                 )
 
     def commit(self, app: str, batch_time: int, result: OutputResult) -> None:
@@ -109,13 +124,13 @@ class SinkOutput:
             self._writers = None
         self.sink.close()
 
-    def _write_on_driver(self, rdd: RDD, app: str, batch_time: int) -> list[Report]:
+    def _write_on_driver(self, rdd: RDD, app: str, batch_time: int) -> list[PartitionReport]:
         """For driver-side sinks (console, tests, the Kafka sink in local mode): collect each
         partition, then write it. A sink whose writes may overlap (`writes_in_parallel`) gets
         one thread per partition, so a batch waits for its slowest write, not for their sum."""
         parts = rdd.mapPartitionsWithIndex(collect_partition).collect()
         write = partial(self._timed_write, app, batch_time)
-        if len(parts) > 1 and getattr(self.sink, "writes_in_parallel", False):
+        if len(parts) > 1 and self.sink.writes_in_parallel:
             return list(self._writer_pool(len(parts)).map(write, parts))
         return [write(part) for part in parts]
 
@@ -128,12 +143,14 @@ class SinkOutput:
             self._writers_width = partitions
         return self._writers
 
-    def _timed_write(self, app: str, batch_time: int, part: tuple[int, list[Any]]) -> Report:
+    def _timed_write(
+        self, app: str, batch_time: int, part: tuple[int, list[Any]]
+    ) -> PartitionReport:
         index, rows = part
         started = time.monotonic()
         result = self.sink.write(BatchKey(app, self.name, batch_time, index), rows)
         seconds = time.monotonic() - started
-        return (index, result.rows, result.skipped, result.opened_client, 0, seconds)
+        return PartitionReport(index, result.rows, result.skipped, result.opened_client, 0, seconds)
 
 
 class ForeachBatchOutput:
@@ -154,6 +171,10 @@ class ForeachBatchOutput:
 
     def setup(self, app: str) -> None:
         """Nothing to prepare: the function owns its destination."""
+
+    def kafka_needs(self, app: str) -> KafkaNeeds:
+        """Nothing the driver can know of: the function owns its destination."""
+        return NO_KAFKA
 
     def run(self, app: str, plan: BatchPlan) -> OutputResult:
         started = time.monotonic()
@@ -179,9 +200,8 @@ def collect_partition(index: int, rows: Iterable[Any]) -> Iterator[tuple[int, li
 
 def write_partition(
     sink: Sink, app: str, output: str, batch_time: int, index: int, rows: Iterable[Any]
-) -> Iterator[Report]:
-    """Executor side: writes one partition; reports `(partition, rows, skipped, opened,
-    attempt)`."""
+) -> Iterator[PartitionReport]:
+    """Executor side: writes one partition and reports how it went."""
     from service import faults
 
     attempt = task_attempt()
@@ -193,7 +213,9 @@ def write_partition(
     write_seconds = max(0.0, time.monotonic() - started - timed.seconds)
     faults.crash_point("task-after-write")
     faults.straggle_point("task-after-write", index, attempt)
-    yield (index, result.rows, result.skipped, result.opened_client, attempt, write_seconds)
+    yield PartitionReport(
+        index, result.rows, result.skipped, result.opened_client, attempt, write_seconds
+    )
 
 
 class PullTimer:

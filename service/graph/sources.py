@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 from connectors.offsets import OffsetRange
 from connectors.reader import ReadPolicy
@@ -26,6 +26,7 @@ from service.graph.counters import (
     add_count,
 )
 from service.graph.dstream import DStream
+from service.graph.kafka_source import KafkaSource
 from service.graph.plan import BatchPlan, SourcePlan
 
 TopicPartition = tuple[str, int]
@@ -119,59 +120,48 @@ class QueueInputDStream(InputDStream):
         return self.ctx.sc.parallelize(rows, max(1, min(len(rows), self.ctx.default_partitions)))
 
 
+class Watermarks(Protocol):
+    """What a Kafka source asks its metadata client (`connectors.planner.ConfluentMetadata`)."""
+
+    def watermarks(
+        self, partitions: Sequence[TopicPartition]
+    ) -> dict[TopicPartition, tuple[int, int]]: ...
+
+
 class KafkaInputDStream(InputDStream):
     """Kafka records of the planned offset ranges, fetched by executors (never via the driver).
 
     Elements are `connectors.reader.SourceRecord`s, including the ones that failed to decode;
-    `values()` keeps the decoded values only, `dead_letters()` the failures.
+    `values()` keeps the decoded values only, `dead_letters()` the failures. What it reads and
+    how is `source`, fixed at construction; `planner` and `metadata` are the driver's clients.
     """
 
     def __init__(
         self,
         ctx: GraphContext,
-        name: str,
+        source: KafkaSource,
         planner: Any,
-        consumer_conf: dict[str, str],
-        codec: str,
-        min_partitions: int,
-        subscription: list[str] | str,
-        read_policy: ReadPolicy | None = None,
+        metadata: Watermarks | None = None,
     ) -> None:
-        super().__init__(ctx, name, "kafka")
+        super().__init__(ctx, source.name, "kafka")
+        self.source = source
         self.planner = planner
-        self._topics = set(subscription) if isinstance(subscription, list) else None
-        self._pattern = re.compile(subscription) if isinstance(subscription, str) else None
-        self._conf = consumer_conf
-        self._codec = codec
-        self._min_partitions = min_partitions
-        self._max_partitions: int | None = None
-        self.params["codec"] = codec
-        self.params["subscription"] = subscription
-        # What a read does with undecodable records and deleted offsets; the wiring replaces it
-        # with the one the source's settings ask for.
-        self.read_policy = read_policy or ReadPolicy()
-
-    metadata: Any = None
-
-    @property
-    def max_partitions(self) -> int | None:
-        """Most tasks that read a batch (`connectors.planner.pack_ranges`); None: one per range."""
-        return self._max_partitions
-
-    @max_partitions.setter
-    def max_partitions(self, value: int | None) -> None:
+        self.metadata = metadata
+        self._topics = set(source.topics) if source.topics is not None else None
+        self._pattern = re.compile(source.pattern) if source.pattern is not None else None
+        self.params["codec"] = source.codec
+        self.params["subscription"] = source.subscription
         # It decides which records share a task (and a map-only output's partition), so it is
         # part of the graph a recovering driver compares; unset, the graph is unchanged.
-        self._max_partitions = value
-        if value is None:
-            self.params.pop("max_partitions", None)
-        else:
-            self.params["max_partitions"] = value
+        if source.max_partitions is not None:
+            self.params["max_partitions"] = source.max_partitions
+        if source.parse is not None:
+            self.params["parse"] = source.parse
 
     @property
     def consumer_conf(self) -> dict[str, str]:
         """The librdkafka config executors read with (a warm standby connects with it early)."""
-        return dict(self._conf)
+        return dict(self.source.consumer_conf)
 
     def lag(self) -> dict[tuple[str, int], int]:
         """Per partition: last stable offset minus the next offset to plan."""
@@ -221,34 +211,27 @@ class KafkaInputDStream(InputDStream):
         from connectors.planner import pack_ranges, split_ranges
 
         ranges = [r for r in plan.source(self.name).ranges if r.count]
-        pieces = split_ranges(ranges, self._min_partitions)
+        source = self.source
+        pieces = split_ranges(ranges, source.min_partitions)
         if not pieces:
             return self.ctx.sc.emptyRDD()
-        groups = pack_ranges(pieces, self._max_partitions)
+        groups = pack_ranges(pieces, source.max_partitions)
         slices = self.ctx.sc.parallelize(groups, len(groups))
         counters = self.ctx.input_counters
-        codec = self._codec_object or self._codec
         values_only = not self._needs_metadata()
-        read = partial(read_partition, self._conf, codec, counters, values_only, self.read_policy)
+        read = partial(
+            read_partition,
+            self.consumer_conf,
+            source.reads_with,
+            counters,
+            values_only,
+            source.read_policy,
+        )
         rdd = slices.mapPartitions(read)
         if self.ctx.dead_letters_enabled:
             # Two jobs (outputs and dead letters) read this RDD; fetch from Kafka only once.
             rdd = rdd.cache()
         return rdd
-
-    def decode_with(self, codec: Any) -> None:
-        """Decodes with a codec object (Avro, keys) instead of the codec named at construction."""
-        self._codec_object = codec
-
-    def parse_with(self, function: Any) -> None:
-        """Applies `function` to each decoded value while reading; a value it raises on becomes a
-        dead letter (with its original bytes) instead of failing the batch."""
-        from connectors.codecs import ParsingCodec
-
-        self._codec_object = ParsingCodec(self._codec_object or self._codec, function)
-        self.params["parse"] = f"{function.__module__}.{function.__qualname__}"
-
-    _codec_object: Any = None
 
     def values(self) -> DStream:
         """The decoded values of the records that decoded."""

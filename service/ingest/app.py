@@ -33,6 +33,7 @@ from connectors.kafka_client import (
     new_transactional_producer,
 )
 from connectors.replication import Requirement, TopicUse, enforce
+from service.config.settings import Settings
 from service.errors import ConfigError, IngestError
 from service.ingest.endpoint import EndpointLimits, IngestRoutes
 from service.ingest.keys import KeyLedger, default_keys_topic, ensure_keys_topic, read_keys
@@ -54,7 +55,7 @@ def transactional_id(app_id: str) -> str:
     return f"dstreams-ingest-{app_id}"
 
 
-def ingest_topics(settings: Any) -> dict[str, str]:
+def ingest_topics(settings: Settings) -> dict[str, str]:
     """Source name -> the one topic it reads, for every source that takes ingested records."""
     named = list(settings.ingest.sources)
     targets = {}
@@ -82,7 +83,7 @@ def ingest_topics(settings: Any) -> dict[str, str]:
 class IngestService:
     """The endpoint: its topics, writer and HTTP server (see the module docstring)."""
 
-    def __init__(self, settings: Any) -> None:
+    def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.ingest = settings.ingest
         self.topics = ingest_topics(settings)
@@ -199,7 +200,7 @@ def _producer_factory(conf: dict[str, str], app_id: str, ingest: Any) -> Callabl
 # --- processes --------------------------------------------------------------------------------
 
 
-def run_ingest(settings: Any) -> int:
+def run_ingest(settings: Settings) -> int:
     """`dstreams ingest`: serve until SIGTERM/SIGINT (0) or until fenced (3)."""
     from service.observe import logs
 
@@ -229,7 +230,7 @@ def run_ingest(settings: Any) -> int:
 
 
 @contextmanager
-def ingest_alongside(settings: Any) -> Iterator[IngestService | None]:
+def ingest_alongside(settings: Settings) -> Iterator[IngestService | None]:
     """The endpoint in this process while the block runs, when `ingest.enabled` asks for it."""
     if not settings.ingest.enabled:
         yield None

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
+from service.config.masters import parse_master
 from service.driver.lifecycle import BatchLifecycle
 from service.graph.context import StreamingContext
 from service.graph.functions import add, pair_with_one
@@ -36,13 +37,17 @@ def _fresh_clients() -> Iterator[None]:
     close_clients()
 
 
-def _sink(bootstrap: str, name: str, write_from: Any = "auto") -> KafkaSink:
+def _sink(
+    bootstrap: str, name: str, write_from: Any = "auto", master: str = "local[2]"
+) -> KafkaSink:
     return KafkaSink(
         {"bootstrap.servers": bootstrap},
         f"{name}_out",
         partitions=PARTITIONS,
         transaction_timeout_ms=TRANSACTION_TIMEOUT_MS,
         write_from=write_from,
+        # As the wiring decides it: from the configured Spark master.
+        local_master=parse_master(master).is_local,
     )
 
 
@@ -81,7 +86,7 @@ def test_under_a_local_master_auto_writes_from_the_driver_with_producers_opened_
 ) -> None:
     batches = [[WORDS[(i * 7 + b) % len(WORDS)] for i in range(40)] for b in range(4)]
     ctx = StreamingContext(sc, APP, 1000, default_partitions=PARTITIONS)
-    sink = _sink(kafka_bootstrap, unique_name)
+    sink = _sink(kafka_bootstrap, unique_name, master=sc.master)
     ctx.queue_stream(batches).map(pair_with_one).reduce_by_key(add).write("counts", sink)
     lifecycle = BatchLifecycle(ctx, journal=None)
     lifecycle.setup_outputs()
@@ -105,8 +110,8 @@ def test_write_from_executors_is_kept_under_a_local_master(
     sc: Any, kafka_bootstrap: str, unique_name: str
 ) -> None:
     assert sc.master.startswith("local[")
-    assert not _sink(kafka_bootstrap, unique_name, "executors").writes_on_driver
-    assert _sink(kafka_bootstrap, unique_name, "driver").writes_on_driver
+    assert not _sink(kafka_bootstrap, unique_name, "executors", sc.master).writes_on_driver
+    assert _sink(kafka_bootstrap, unique_name, "driver", sc.master).writes_on_driver
 
 
 ZOMBIE = textwrap.dedent(

@@ -13,6 +13,7 @@ import pytest
 from connectors.offsets import OffsetRange
 from service.graph.context import StreamingContext
 from service.graph.dstream import DStream
+from service.graph.kafka_source import KafkaSource
 from service.graph.plan import BatchPlan, SourcePlan
 from service.graph.sources import KafkaInputDStream
 
@@ -79,7 +80,7 @@ def test_left_outer_join_is_empty_exactly_when_the_left_is() -> None:
 
 
 def kafka_source(ctx: StreamingContext, name: str, topics: list[str]) -> KafkaInputDStream:
-    return KafkaInputDStream(ctx, name, None, {}, "utf-8", 1, topics)
+    return KafkaInputDStream(ctx, KafkaSource(name, {}, topics=tuple(topics)), None)
 
 
 def test_kafka_source_is_empty_when_its_own_ranges_span_no_offsets() -> None:

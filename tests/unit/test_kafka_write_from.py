@@ -1,4 +1,5 @@
-"""Where the Kafka sink's transactions run (`write_from`), decided without a broker or a JVM.
+"""Where the Kafka sink's transactions run (`write_from`), decided without a broker or a JVM:
+`auto` follows the configured Spark master, decided once when the sinks are wired.
 
 The writes themselves, on the driver, against a real broker and Spark, are in
 `tests/kafka/test_kafka_sink_on_driver.py`.
@@ -10,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from service.config.settings import InvalidConfig, KafkaSinkSettings, load_settings
+from service.config.settings import InvalidConfig, KafkaSinkSettings, Settings, load_settings
+from service.driver.wiring import make_sink
 from service.errors import ConfigError
 from sinks.kafka import KafkaSink
-from sinks.kafka_producers import spark_master_is_local
 
 CONF = {"bootstrap.servers": "127.0.0.1:9"}
 CONFIG = """\
@@ -26,12 +27,49 @@ sources:
 sinks:
   counts: {type: kafka, topic: counts%s}
 """
+# On a cluster, executors write the checkpoints: the path must be one they all see.
+ON_A_CLUSTER = """spark: {master: %r}
+checkpoint: {path: /mnt/shared/checkpoints}
+dead_letter: {topic: letters}
+"""
 
 
-def test_without_a_running_spark_context_auto_means_the_executors(no_spark_context: None) -> None:
-    # An executor process, or a driver before Spark starts, has no local master to go by.
-    assert not spark_master_is_local()
+def test_without_a_local_master_auto_means_the_executors() -> None:
+    # A sink built without the wiring's decision has no local master to go by.
     assert not KafkaSink(CONF, "out").writes_on_driver
+    assert KafkaSink(CONF, "out", local_master=True).writes_on_driver
+
+
+def settings_with(tmp_path: Path, master: str, write_from: str = "auto") -> Settings:
+    path = tmp_path / "job.yaml"
+    path.write_text(CONFIG % f", write_from: {write_from}" + ON_A_CLUSTER % master)
+    return load_settings(path, {})
+
+
+@pytest.mark.parametrize(
+    ("master", "on_driver"),
+    [
+        ("local", True),
+        ("local[2]", True),
+        ("local[*]", True),
+        ("spark://10.0.0.5:7077", False),
+        ("k8s://https://kubernetes.default.svc:443", False),
+    ],
+)
+def test_auto_follows_the_configured_master(tmp_path: Path, master: str, on_driver: bool) -> None:
+    settings = settings_with(tmp_path, master)
+    assert make_sink(settings, "counts").writes_on_driver is on_driver
+    local = settings.spark.parsed_master.is_local
+    assert settings.dead_letter.build(settings.kafka, local_master=local).writes_on_driver is (
+        on_driver
+    )
+
+
+@pytest.mark.parametrize("master", ["local[2]", "spark://10.0.0.5:7077"])
+def test_an_explicit_choice_is_kept_whatever_the_master(tmp_path: Path, master: str) -> None:
+    assert make_sink(settings_with(tmp_path, master, "driver"), "counts").writes_on_driver
+    executors = settings_with(tmp_path, master, "executors")
+    assert not make_sink(executors, "counts").writes_on_driver
 
 
 def test_an_explicit_choice_is_kept() -> None:

@@ -17,7 +17,6 @@ from service.config.settings import Settings, load_settings
 from service.driver.lifecycle import skipped_offsets
 from service.driver.wiring import make_kafka_source
 from service.graph.base import BatchOutcome
-from service.graph.context import StreamingContext
 from service.graph.counters import Counts, InputRecords, SkippedOffsets
 from service.graph.plan import BatchPlan
 from service.journal.records import CompletedRecord, decode_bytes, encode_bytes
@@ -39,11 +38,7 @@ def load(tmp_path: Path, **changes: Any) -> Settings:
 
 
 def policy_of(settings: Settings) -> ReadPolicy:
-    ctx = StreamingContext(None, settings.app_id, settings.batch_interval_ms)
-    try:
-        return make_kafka_source(settings, ctx, "lines").read_policy
-    finally:
-        ctx.close()
+    return make_kafka_source(settings, "lines").read_policy
 
 
 def test_without_dead_letters_an_undecodable_record_fails_unless_skip_is_chosen(

@@ -12,6 +12,7 @@ from connectors.offsets import OffsetRange
 from service.driver.recovery import GRAPH_KEY, JournalLog, journaled_plan, restore_positions
 from service.errors import JournalCorrupt
 from service.graph.context import StreamingContext
+from service.graph.kafka_source import KafkaSource
 from service.graph.plan import BatchPlan, SourcePlan
 from service.graph.sources import InputDStream, KafkaInputDStream
 from service.journal.base import JournalState
@@ -63,8 +64,8 @@ class ListJournal:
 def graph() -> tuple[StreamingContext, FakePlanner, FakePlanner, RecordingSource]:
     ctx = StreamingContext(None, "recover", 1000)
     words, others = FakePlanner(), FakePlanner()
-    KafkaInputDStream(ctx, "words", words, {}, "utf-8", 1, ["w"])
-    KafkaInputDStream(ctx, "others", others, {}, "utf-8", 1, "o.*")
+    KafkaInputDStream(ctx, KafkaSource("words", {}, topics=("w",)), words)
+    KafkaInputDStream(ctx, KafkaSource("others", {}, pattern="o.*"), others)
     ctx.queue_stream([[1], [2], [3]], "q")
     recording = RecordingSource(ctx, "rec")
     return ctx, words, others, recording

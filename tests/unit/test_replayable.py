@@ -13,6 +13,7 @@ import pytest
 from connectors.offsets import OffsetRange
 from service.errors import DataLoss
 from service.graph.context import StreamingContext
+from service.graph.kafka_source import KafkaSource
 from service.graph.plan import BatchPlan, SourcePlan
 from service.graph.sources import KafkaInputDStream
 
@@ -35,9 +36,8 @@ class FixedWatermarks:
 
 
 def kafka_source(ctx: StreamingContext, low: dict[TopicPartition, int]) -> KafkaInputDStream:
-    source = KafkaInputDStream(ctx, "words", None, {}, "utf-8", 1, ["w"])
-    source.metadata = FixedWatermarks({tp: (offset, 10_000) for tp, offset in low.items()})
-    return source
+    marks = FixedWatermarks({tp: (offset, 10_000) for tp, offset in low.items()})
+    return KafkaInputDStream(ctx, KafkaSource("words", {}, topics=("w",)), None, marks)
 
 
 def batches() -> list[BatchPlan]:

@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 
 from service.graph.context import StreamingContext
-from sinks.base import BatchKey, Sink
+from sinks.base import NO_KAFKA, BatchKey, KafkaNeeds, KafkaTopic, Sink
 from sinks.console import ConsoleSink
 from sinks.dead_letters import DeadLetterSink
 from sinks.files import FileSink
 from sinks.kafka import KafkaSink
+from sinks.kafka_markers import default_marker_topic
 from sinks.memory import MemorySink
 from sinks.postgres import PostgresSink
 
@@ -41,11 +42,9 @@ def test_every_sink_implements_the_whole_protocol(tmp_path: Path) -> None:
         assert isinstance(sink.writes_on_driver, bool), name
 
 
-def test_only_sinks_whose_state_is_the_drivers_write_on_the_driver(
-    tmp_path: Path, no_spark_context: None
-) -> None:
-    # Without a local SparkContext in the process, `write_from: auto` Kafka sinks write from the
-    # executors (see tests/unit/test_kafka_write_from.py for a local master).
+def test_only_sinks_whose_state_is_the_drivers_write_on_the_driver(tmp_path: Path) -> None:
+    # Built without a local master, `write_from: auto` Kafka sinks write from the executors
+    # (see tests/unit/test_kafka_write_from.py for a local master).
     on_driver = {name for name, sink in every_sink(tmp_path).items() if sink.writes_on_driver}
     assert on_driver == {"memory", "console"}
 
@@ -103,3 +102,35 @@ def test_closing_the_context_closes_every_outputs_sink() -> None:
     stream.foreach_batch(lambda rdd, t: None)
     ctx.close()
     assert (first.closed, second.closed) == (1, 1)
+
+
+def test_only_kafka_sinks_need_anything_of_kafka(tmp_path: Path) -> None:
+    needing = {
+        name
+        for name, sink in every_sink(tmp_path).items()
+        if sink.kafka_needs("app", "out") != NO_KAFKA
+    }
+    assert needing == {"kafka", "dead letters"}
+
+
+def test_a_kafka_sink_declares_its_topics_their_access_and_its_transactional_ids() -> None:
+    sink = KafkaSink(CONF, "out", replication_factor=3, marker_topic="out-markers")
+    assert sink.kafka_needs("app", "counts") == KafkaNeeds(
+        topics=(
+            KafkaTopic("out", "output", ("WRITE",), 3),
+            KafkaTopic("out-markers", "markers", ("WRITE", "READ"), 3),
+        ),
+        transactional_id_prefix="dstreams.app.",
+        reads_broker_configs=True,
+    )
+    assert sink.transactional_id("app", "counts", 2).startswith("dstreams.app.")
+    letters = DeadLetterSink(CONF, "dlq").kafka_needs("app", "lines.dead-letters")
+    assert [(topic.name, topic.role) for topic in letters.topics] == [
+        ("dlq", "dead-letters"),
+        (default_marker_topic("app", "lines.dead-letters"), "markers"),
+    ]
+
+
+def test_writing_in_parallel_is_declared_by_every_sink(tmp_path: Path) -> None:
+    parallel = {name for name, sink in every_sink(tmp_path).items() if sink.writes_in_parallel}
+    assert parallel == {"kafka", "dead letters"}

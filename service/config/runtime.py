@@ -1,0 +1,151 @@
+"""How the service runs around the job: Spark, checkpoints, the HTTP server, warm standby,
+logging, backpressure and the ingest endpoint.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, SecretStr, field_validator
+
+from service.config.masters import SparkMaster, parse_master
+from service.config.model import ConfigModel
+from service.config.types import (
+    ConfValue,
+    DurationMs,
+    LogLevel,
+    Name,
+    TopicName,
+    raise_all,
+    sensitive_keys,
+)
+
+
+class SparkSettings(ConfigModel):
+    master: str = "local[2]"
+    """Spark master URL: local[N], spark://host:port, k8s://https://host:port, yarn."""
+    driver_host: str | None = None
+    """Address executors reach the driver at (a cluster only; local mode keeps loopback).
+    Default: this host's address on its route to the master. In a pod, set it from the pod's IP
+    with DSTREAMS_SPARK__DRIVER_HOST."""
+    bind_address: str | None = None
+    """Address the driver listens on (a cluster only); default driver_host. 0.0.0.0: all."""
+    ship_job: Literal["auto", "always", "never"] = "auto"
+    """Ship the job's top-level module or package to the executors as a zip: auto does it on a
+    cluster unless the job is installed (in site-packages, as in an image executors share)."""
+    start_timeout_s: float = Field(default=180.0, gt=0)
+    """How long start-up waits for a cluster's executors to run a first task (which also checks
+    that they can import the job) before giving up with a message."""
+    stable_placement: bool = True
+    """On a cluster, run output partition p on the same executor batch after batch, so a Kafka
+    sink's transactional producer is not initialized again (and fenced) on another one."""
+    class_archive: str = "auto"
+    """The driver JVM's class-data sharing archive, which takes about a second off Spark's
+    start: auto uses the one `dstreams dev class-archive` builds for this JVM and pyspark (in
+    $DSTREAMS_CLASS_ARCHIVE_DIR, else ~/.cache/dstreams) if it is there; off; or a path."""
+    conf: dict[str, ConfValue] = Field(default_factory=dict)
+    """Extra Spark properties (spark.executor.memory: 2g, ...)."""
+    secret_conf: dict[str, SecretStr] = Field(default_factory=dict)
+    """Spark properties holding credentials; masked when shown."""
+
+    @field_validator("master")
+    @classmethod
+    def _known_master(cls, master: str) -> str:
+        parse_master(master)
+        return master.strip()
+
+    @field_validator("conf")
+    @classmethod
+    def _no_secrets_in_conf(cls, conf: dict[str, str]) -> dict[str, str]:
+        raise_all(sensitive_keys(conf, "spark.secret_conf"))
+        return conf
+
+    @property
+    def parsed_master(self) -> SparkMaster:
+        return parse_master(self.master)
+
+    def spark_conf(self) -> dict[str, str]:
+        """Every extra Spark property, secrets revealed: for the SparkConf only."""
+        revealed = {key: value.get_secret_value() for key, value in self.secret_conf.items()}
+        return {**self.conf, **revealed}
+
+
+class CheckpointSettings(ConfigModel):
+    path: str = Field(default="state/checkpoints", min_length=1)
+    """Where state checkpoints go: a path every executor sees (local, or a mounted volume)."""
+    interval_batches: int | None = Field(default=None, ge=1)
+    """Checkpoint state (stateful jobs only) every this many batches; default: about 10 s."""
+
+
+class HttpSettings(ConfigModel):
+    # All interfaces: in a pod, Prometheus and the kubelet's probes connect from outside.
+    host: str = "0.0.0.0"  # noqa: S104
+    port: int = Field(default=8080, ge=0, le=65535)
+    """0 picks a free port (tests)."""
+    unhealthy_after_s: float | None = Field(default=None, gt=0)
+    """`/healthz` fails once no batch has started or finished for this long (a stuck batch, a
+    stalled cluster). Default: 30 s or ten batch intervals, whichever is longer."""
+
+
+class StandbySettings(ConfigModel):
+    """Warm standby (docs/architecture.md, Recovery): drivers wait, warm, for the journal's
+    leadership before taking an epoch."""
+
+    enabled: bool = False
+    """Start Spark and the job, then wait until elected before taking the journal's next epoch.
+    Every driver of the app must run with the same value (`dstreams run --standby`)."""
+    session_timeout_ms: DurationMs = Field(default=6_000, ge=1)
+    """Kafka journal: how long the brokers wait for a silent driver before electing another
+    (librdkafka's session.timeout.ms). Brokers refuse values below their
+    group.min.session.timeout.ms (6 s by default); lower it there for a faster take-over."""
+
+
+class LoggingSettings(ConfigModel):
+    format: Literal["json", "text", "auto"] = "auto"
+    """auto: text when stderr is a terminal, else JSON lines."""
+    level: LogLevel = "INFO"
+
+
+class BackpressureSettings(ConfigModel):
+    enabled: bool = False
+    """Adapt per-partition rates so scheduling delay stops growing (Spark's PID estimator)."""
+    initial_rate: float | None = Field(default=None, gt=0)
+    """Records/s per partition for the first batches, before any measurement."""
+    min_rate: float = Field(default=100.0, gt=0)
+    """The estimator never goes below this many records/s per partition."""
+    proportional: float = Field(default=1.0, ge=0)
+    integral: float = Field(default=0.2, ge=0)
+    derived: float = Field(default=0.0, ge=0)
+
+
+class IngestSettings(ConfigModel):
+    """The HTTP ingest endpoint (`dstreams ingest`): records in, acknowledged once replicated."""
+
+    enabled: bool = False
+    """Also serve the endpoint inside `dstreams run` (`dstreams ingest` always serves it)."""
+    # All interfaces: in a pod, clients connect from outside.
+    host: str = "0.0.0.0"  # noqa: S104
+    port: int = Field(default=8081, ge=0, le=65535)
+    """0 picks a free port (tests)."""
+    sources: list[Name] = Field(default_factory=list)
+    """Sources that accept records at POST /ingest/<source>; each must read exactly one topic.
+    Empty: every source that reads exactly one topic."""
+    keys_topic: TopicName | None = None
+    """Compacted topic of recent idempotency keys; none means dstreams.ingest-keys.<app_id>."""
+    key_retention_ms: DurationMs = 86_400_000
+    """How long an idempotency key is remembered after its request was acknowledged; a retry
+    later than this is written again."""
+    replication_factor: int | None = Field(default=None, ge=1)
+    """Replication factor of the keys topic if dstreams creates it; none: the brokers' default."""
+    ack_timeout_ms: DurationMs = 15_000
+    """Longest wait for the in-sync replicas to acknowledge a request before it is answered 503."""
+    max_request_bytes: int = Field(default=4 << 20, ge=1)
+    """Larger request bodies are refused with 413."""
+    max_records_per_request: int = Field(default=10_000, ge=1)
+    max_record_bytes: int = Field(default=1_000_000, ge=1)
+    """Largest key plus value of one record; keep it under the topics' max.message.bytes."""
+    max_in_flight_requests: int = Field(default=32, ge=1)
+    """Requests read or awaiting acknowledgement at once; more are answered 503 at once, so
+    memory stays under about this many times max_request_bytes."""
+    linger_ms: int = Field(default=5, ge=0)
+    """librdkafka's linger.ms for the ingest producer."""
