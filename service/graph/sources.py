@@ -27,6 +27,7 @@ from service.graph.counters import (
 )
 from service.graph.dstream import DStream
 from service.graph.plan import BatchPlan, SourcePlan
+from service.graph.stateful import persist
 
 TopicPartition = tuple[str, int]
 
@@ -231,9 +232,11 @@ class KafkaInputDStream(InputDStream):
         values_only = not self._needs_metadata()
         read = partial(read_partition, self._conf, codec, counters, values_only, self.read_policy)
         rdd = slices.mapPartitions(read)
-        if self.ctx.dead_letters_enabled:
-            # Two jobs (outputs and dead letters) read this RDD; fetch from Kafka only once.
-            rdd = rdd.cache()
+        if self.computations_per_batch() > 1:
+            # Several outputs (or dead letters beside them) read this RDD: fetch from Kafka, and
+            # count the records, once per batch. On disk when memory runs short, since a block
+            # dropped would be read again. `forget` releases it after the batch.
+            rdd = persist(rdd)
         return rdd
 
     def decode_with(self, codec: Any) -> None:
