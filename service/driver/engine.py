@@ -131,11 +131,8 @@ class Service:
         from service.driver import wiring
 
         settings = self.settings
-        # Settings not made by load_settings (tests, embedders) are checked here too.
-        problems = storage_problems(settings)
-        if problems:
-            raise InvalidConfig(problems)
         self.ctx = self._build_checked_context()
+        check_storage(settings, self.ctx)
         journal = wiring.make_journal(settings)
         check_replication(settings, self.ctx, self.observer.metrics)
         # A damaged journal or a changed graph is refused now, in about a second, not after
@@ -261,6 +258,15 @@ class Service:
 
         signal.signal(signal.SIGTERM, request_stop)
         signal.signal(signal.SIGINT, request_stop)
+
+
+def check_storage(settings: Settings, ctx: StreamingContext) -> None:
+    """Refuses (`InvalidConfig`) a path that executors write but not all of them see. Settings
+    not made by load_settings (tests, embedders) are checked here too, and the checkpoint path
+    only where the graph keeps state: a stateless job never writes a checkpoint."""
+    problems = storage_problems(settings, stateful=bool(ctx.stateful_streams()))
+    if problems:
+        raise InvalidConfig(problems)
 
 
 def make_checkpoints(
