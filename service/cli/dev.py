@@ -77,6 +77,7 @@ def kafka(brokers: int, secure: bool) -> None:
     Example:
       dstreams dev kafka --brokers 3
       export KAFKA_BOOTSTRAP_SERVERS=...   # as printed; tests and the demo then use it
+      export DSTREAMS_KAFKA__BOOTSTRAP_SERVERS=...   # as printed; for dstreams run
 
     \b
     With --secure, prints where the client settings for user `dstreams` are (a `kafka:`
@@ -94,6 +95,8 @@ def kafka(brokers: int, secure: bool) -> None:
         click.echo(
             f"Broker files and logs: {cluster.workdir}\n"
             f"export KAFKA_BOOTSTRAP_SERVERS={cluster.bootstrap_servers}\n"
+            f"export DSTREAMS_KAFKA__BOOTSTRAP_SERVERS={cluster.bootstrap_servers}"
+            "   # for dstreams run\n"
             "Press Ctrl-C to stop.",
             err=True,
         )
