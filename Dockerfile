@@ -76,8 +76,9 @@ COPY examples/ examples/
 # SPARK_LOCAL_IP is left unset: dstreams pins local mode to loopback itself, and Spark on Kubernetes
 #   (the chart's spark.mode kubernetes) runs executor pods from this image, which must bind their
 #   pod IP.
-# PYTHONPATH: jobs are named module:function (e.g. examples.wordcount:build); the `dstreams`
-#   entry point does not put the working directory on sys.path, so /app is put there explicitly.
+# PYTHONPATH: jobs are named module:function (e.g. examples.wordcount:build). The driver imports
+#   them from its working directory (`--app-dir`, /app here) by itself, but the Python workers of
+#   executor pods (`dstreams executor`) do not run that code, so /app is put there explicitly.
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONHASHSEED=0 \
     PYTHONUNBUFFERED=1 \

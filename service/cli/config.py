@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 import yaml
 
+from service.cli.app_dir import app_dir_option, use_app_dir
 from service.config.problems import InvalidConfig
 from service.config.settings import Settings, json_schema, load_settings
 from service.errors import ConfigError
@@ -42,15 +43,27 @@ def config() -> None:
 
 @config.command()
 @config_option
-def validate(config_path: Path | None) -> None:
+@app_dir_option
+def validate(config_path: Path | None, app_dir: Path) -> None:
     """Print `ok`, or one line per problem and exit with status 2.
+
+    The job's module is imported as `dstreams run` would (from --app-dir, the working directory,
+    first) and must have the function `job` names.
 
     \b
     Example:
       $ dstreams config validate --config job.yaml
       sinks.counts.type: 'kafak' is not one of kafka, postgres, files, console
     """
-    load_or_exit(config_path)
+    from service.driver.engine import load_job
+
+    use_app_dir(app_dir)
+    settings = load_or_exit(config_path)
+    try:
+        load_job(settings.job)
+    except ConfigError as error:
+        click.echo(str(error), err=True)
+        raise click.exceptions.Exit(EXIT_INVALID) from None
     click.echo("ok")
 
 

@@ -77,6 +77,7 @@ def kafka(brokers: int, secure: bool) -> None:
     Example:
       dstreams dev kafka --brokers 3
       export KAFKA_BOOTSTRAP_SERVERS=...   # as printed; tests and the demo then use it
+      export DSTREAMS_KAFKA__BOOTSTRAP_SERVERS=...   # as printed; for dstreams run
 
     \b
     With --secure, prints where the client settings for user `dstreams` are (a `kafka:`
@@ -90,13 +91,7 @@ def kafka(brokers: int, secure: bool) -> None:
     try:
         click.echo(f"Starting Apache Kafka {KAFKA_VERSION} with {brokers} broker(s)...", err=True)
         cluster.start()
-        click.echo(cluster.bootstrap_servers)
-        click.echo(
-            f"Broker files and logs: {cluster.workdir}\n"
-            f"export KAFKA_BOOTSTRAP_SERVERS={cluster.bootstrap_servers}\n"
-            "Press Ctrl-C to stop.",
-            err=True,
-        )
+        _announce(cluster)
         if secure:
             _print_secured_clients(cluster)
         while True:
@@ -146,6 +141,19 @@ def spark(workers: int, cores: int, memory: str) -> None:
         cluster.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def _announce(cluster: LocalKafkaCluster) -> None:
+    """The address on stdout (for scripts); where the files are and what to export on stderr."""
+    click.echo(cluster.bootstrap_servers)
+    click.echo(
+        f"Broker files and logs: {cluster.workdir}\n"
+        f"export KAFKA_BOOTSTRAP_SERVERS={cluster.bootstrap_servers}\n"
+        f"export DSTREAMS_KAFKA__BOOTSTRAP_SERVERS={cluster.bootstrap_servers}"
+        "   # for dstreams run\n"
+        "Press Ctrl-C to stop.",
+        err=True,
+    )
 
 
 def _print_secured_clients(cluster: LocalKafkaCluster) -> None:

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from service import __version__
+from service.cli.app_dir import app_dir_option, use_app_dir
 from service.cli.config import config_option
+
+if TYPE_CHECKING:
+    from service.config.settings import Settings
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -40,48 +45,72 @@ def version() -> None:
 
 @cli.command()
 @config_option
+@app_dir_option
 @click.option(
     "--standby",
     is_flag=True,
     help="Warm standby: start Spark and the job, then wait until elected before taking over "
     "the journal (sets standby.enabled; give every driver of the app the same flag).",
 )
-def run(config_path: Path | None, standby: bool) -> None:
+def run(config_path: Path | None, app_dir: Path, standby: bool) -> None:
     """Run a job as a long-lived service until SIGTERM/SIGINT.
 
     \b
     Recovers from the journal first (replaying batches a crashed driver left unfinished), then
     runs one batch per interval. With ingest.enabled the ingest endpoint (see `dstreams ingest`)
-    runs in the same process. Exit codes: 0 graceful stop, 1 a batch failed (restart to replay
-    it), 2 bad configuration, 3 fenced out by a newer driver, 4 refused to start (journal
-    damaged, graph changed, offsets lost, topics under-replicated).
+    runs in the same process. The job's module is imported from --app-dir (the working
+    directory) first. Exit codes: 0 graceful stop, 2 bad configuration, 3 fenced out by a
+    newer driver, 4 refused to start (journal damaged, graph changed, offsets lost, topics
+    under-replicated), 5 failed while running (a batch failed; a restart replays it).
 
     \b
     Example:
       dstreams run --config config/wordcount.yaml
+      dstreams run --config job.yaml --app-dir jobs/       # jobs/mine.py for job: mine:build
       dstreams run --config config/wordcount.yaml --standby   # on two hosts: one waits, warm
     """
     from service.cli.config import load_or_exit
-    from service.driver.engine import EXIT_REFUSED, run_service
-    from service.errors import ConfigError, DStreamsError
-    from service.ingest.app import ingest_alongside
 
+    use_app_dir(app_dir)
     settings = load_or_exit(config_path)
     if standby:
         settings = settings.model_copy(
             update={"standby": settings.standby.model_copy(update={"enabled": True})}
         )
+    sys.exit(serve(settings))
+
+
+def serve(settings: Settings) -> int:
+    """Runs the service; returns the exit code of what happened, with one line on stderr for
+    anything but a graceful stop (codes: `service.driver.engine`, the README's table)."""
+    from service.driver.engine import (
+        EXIT_CONFIG,
+        EXIT_FAILED,
+        EXIT_REFUSED,
+        FailedWhileRunning,
+        run_service,
+    )
+    from service.errors import ConfigError, DStreamsError
+    from service.ingest.app import ingest_alongside
+
     try:
         with ingest_alongside(settings):
-            code = run_service(settings)
+            return run_service(settings)
     except ConfigError as error:
         click.echo(f"configuration error: {error}", err=True)
-        code = 2
+        return EXIT_CONFIG
+    except FailedWhileRunning as error:
+        # The traceback is in the log; this says what stopped the service and what comes next.
+        click.echo(
+            f"dstreams failed while running: {error}; a restart replays the unfinished batch "
+            "from the journal",
+            err=True,
+        )
+        return EXIT_FAILED
     except DStreamsError as error:
         # Journal damage, graph changes, lost offsets: what is wrong and what to do, no traceback.
         click.echo(f"dstreams refused to start: {type(error).__name__}: {error}", err=True)
-        code = EXIT_REFUSED
-    sys.exit(code)
+        return EXIT_REFUSED
 
 
 @cli.command()

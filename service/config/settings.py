@@ -184,18 +184,20 @@ def load_settings(
     return settings
 
 
-def storage_problems(settings: Settings) -> list[str]:
-    """On a cluster, what executors write (file outputs, checkpoints) must be on storage that
-    all of them see: one line per path that is not (rules in `service.config.storage`)."""
+def storage_problems(settings: Settings, *, stateful: bool = False) -> list[str]:
+    """On a cluster, what executors write (file outputs, and the checkpoints of a `stateful`
+    graph) must be on storage that all of them see: one line per path that is not (rules in
+    `service.config.storage`). Only the job's graph tells whether it is stateful, so settings
+    alone check the file outputs; the driver checks the checkpoints once it has the graph."""
     master = settings.spark.parsed_master
     found = [
         shared_path_problem(f"sinks.{name}.path", sink.path, master)
         for name, sink in settings.sinks.items()
         if isinstance(sink, FilesSinkSettings)
     ]
-    found.append(
-        shared_path_problem("checkpoint.path", settings.checkpoint.path, master, uris=True)
-    )
+    if stateful:
+        checkpoints = settings.checkpoint.path
+        found.append(shared_path_problem("checkpoint.path", checkpoints, master, uris=True))
     return [problem for problem in found if problem is not None]
 
 

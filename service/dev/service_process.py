@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -41,6 +41,8 @@ class ServiceProcess:
         env: Mapping[str, str] | None = None,
         name: str = "service",
         command: str = "run",
+        program: Sequence[str] = (sys.executable, "-m", "service"),
+        cwd: Path = REPO_ROOT,
     ) -> None:
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -56,15 +58,19 @@ class ServiceProcess:
         self.log_path = self.workdir / f"{name}.log"
         self.process: subprocess.Popen[bytes] | None = None
         self.starts = 0
+        # The `dstreams` command: `python -m service` from the checkout by default; a test of
+        # the console script runs that instead, from a directory of its own.
+        self.program = list(program)
+        self.cwd = cwd
 
     def start(self, extra_env: Mapping[str, str] | None = None) -> None:
         self.config_path.write_text(yaml.safe_dump(self.config))
         env = {**os.environ, "PYTHONHASHSEED": "0", **self.env, **(extra_env or {})}
         with open(self.log_path, "ab") as log:
             log.write(f"--- start {self.starts} ---\n".encode())
-            self.process = subprocess.Popen(  # noqa: S603 - our own interpreter and module
-                [sys.executable, "-m", "service", self.command, "--config", str(self.config_path)],
-                cwd=REPO_ROOT,
+            self.process = subprocess.Popen(  # noqa: S603 - our own interpreter or console script
+                [*self.program, self.command, "--config", str(self.config_path)],
+                cwd=self.cwd,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,

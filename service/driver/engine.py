@@ -1,13 +1,16 @@
 """Assembles a running service from settings: Spark, the job's graph, journal, recovery, clock.
 
 `run_service(settings)` is what `dstreams run` calls. It returns the process exit code:
-0 after a graceful stop, 3 when a newer driver fenced this one out.
+0 after a graceful stop, 3 when a newer driver fenced this one out. It raises what refuses a
+start (`ConfigError`: exit 2; any other `DStreamsError`: exit 4), and `FailedWhileRunning`
+(exit 5) once a batch has begun: from then on a failure is not a refusal to start.
 """
 
 from __future__ import annotations
 
 import importlib
 import logging
+import re
 import signal
 import tempfile
 import time
@@ -32,20 +35,56 @@ from service.driver.replication import check_replication
 from service.driver.scheduler import Scheduler
 from service.driver.spark import create_spark_context, driver_address
 from service.driver.warm_state import PreloadedCheckpoint, StatePreloader
-from service.errors import ConfigError, FencedOut
+from service.errors import ConfigError, DStreamsError, FencedOut
 from service.graph.checkpoint_store import CheckpointStore
 from service.graph.context import StreamingContext
 from service.graph.sources import KafkaInputDStream
 from service.journal.base import Journal
 
 log = logging.getLogger(__name__)
+# The exit codes of `dstreams run` (the README's table; the Helm chart's comments follow it).
 EXIT_OK = 0
+"""Stopped gracefully (SIGTERM, SIGINT), or a standby stopped before it was elected."""
+EXIT_CONFIG = 2
+"""Bad configuration: fix it; a restart alone fails the same way."""
 EXIT_FENCED = 3
+"""A newer driver of the app took the journal: this one stops and must not come back as it."""
 EXIT_REFUSED = 4
+"""Refused at start-up, before any batch: journal damaged, graph changed, offsets lost, topics
+under-replicated, access denied, cluster unusable. Needs a person; a restart fails the same way."""
+EXIT_FAILED = 5
+"""Failed while running: a batch (new or replayed) failed. A restart replays it from the
+journal, which helps when the cause was passing (a broker, an executor, a sink down)."""
 # The log line's prefix once Spark has started: refusals must come before it.
 SPARK_UP = "Spark started"
 
 Job = Callable[[StreamingContext], None]
+# The line naming an exception in a Python traceback (an executor's, inside a Spark job's error).
+_EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*: \S")
+
+
+class FailedWhileRunning(DStreamsError):
+    """A batch failed once the service was running (exit 5); the cause is chained."""
+
+
+def failure_summary(error: BaseException) -> str:
+    r"""One line for `error`: a failed Spark job's message holds the executor's Python traceback
+    and the JVM's stack, so the line naming the Python exception stands for it when there is one.
+
+    >>> failure_summary(ValueError("bad value"))
+    'ValueError: bad value'
+    >>> spark = ["Job aborted", "PythonException: Traceback (most recent call last):", '  File "x"',
+    ...          "connectors.reader.UndecodableRecord: t-0 offset 3", "\tat org.apache.Foo"]
+    >>> failure_summary(RuntimeError("\n".join(spark)))
+    'connectors.reader.UndecodableRecord: t-0 offset 3'
+    """
+    lines = str(error).splitlines()
+    if any("Traceback (most recent call last)" in line for line in lines):
+        named = [line for line in lines if _EXCEPTION_LINE.match(line)]
+        if named:
+            return named[-1]
+    first = next((line.strip() for line in lines if line.strip()), "")
+    return f"{type(error).__name__}: {first}"
 
 
 def load_job(reference: str) -> Job:
@@ -116,6 +155,11 @@ class Service:
         except FencedOut as error:
             log.critical("fenced out by a newer driver, stopping at once: %s", error)
             return EXIT_FENCED
+        except Exception as error:
+            if self.lifecycle is None or not self.lifecycle.batches_begun:
+                raise  # a refusal to start (or a crash of start-up itself)
+            log.critical("failed while running, stopping", exc_info=True)
+            raise FailedWhileRunning(failure_summary(error)) from error
         finally:
             self.observer.stop_http()
             if self.election is not None:
@@ -131,11 +175,8 @@ class Service:
         from service.driver import wiring
 
         settings = self.settings
-        # Settings not made by load_settings (tests, embedders) are checked here too.
-        problems = storage_problems(settings)
-        if problems:
-            raise InvalidConfig(problems)
         self.ctx = self._build_checked_context()
+        check_storage(settings, self.ctx)
         journal = wiring.make_journal(settings)
         check_replication(settings, self.ctx, self.observer.metrics)
         # A damaged journal or a changed graph is refused now, in about a second, not after
@@ -261,6 +302,15 @@ class Service:
 
         signal.signal(signal.SIGTERM, request_stop)
         signal.signal(signal.SIGINT, request_stop)
+
+
+def check_storage(settings: Settings, ctx: StreamingContext) -> None:
+    """Refuses (`InvalidConfig`) a path that executors write but not all of them see. Settings
+    not made by load_settings (tests, embedders) are checked here too, and the checkpoint path
+    only where the graph keeps state: a stateless job never writes a checkpoint."""
+    problems = storage_problems(settings, stateful=bool(ctx.stateful_streams()))
+    if problems:
+        raise InvalidConfig(problems)
 
 
 def make_checkpoints(

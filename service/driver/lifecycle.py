@@ -115,6 +115,9 @@ class BatchLifecycle:
         self.acknowledge_offsets = acknowledge
         self.checkpoints: StateCheckpointer = checkpoints or NoCheckpoints()
         self.fingerprint = ctx.fingerprint()
+        self.batches_begun = 0
+        """Batches (replayed or new) this lifecycle has started: from the first, a failure is
+        one of a running service, no longer a refusal to start."""
 
     def setup_outputs(self) -> None:
         for output in self.ctx.outputs:
@@ -193,6 +196,7 @@ class BatchLifecycle:
     ) -> BatchOutcome:
         batch_time = plan.batch_time
         steps = steps or StepTimer()
+        self.batches_begun += 1
         self.observer.batch_started(plan, scheduling_delay_s)
         started = time.monotonic()
         before = self._counters()

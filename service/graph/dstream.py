@@ -54,6 +54,8 @@ class DStream:
         self.kind = kind
         self.params: dict[str, Any] = {}
         self._rdds: dict[int, RDD] = {}
+        self.own_outputs = 0
+        """Outputs declared on this very stream (`write`, `foreach_batch`)."""
         for parent in parents:
             parent.children.append(self)
         self.node_id = ctx.register(self)
@@ -86,6 +88,13 @@ class DStream:
             rdd = self._rdds.pop(t)
             if rdd.is_cached:
                 rdd.unpersist(blocking=False)
+
+    def computations_per_batch(self) -> int:
+        """How often a batch's outputs would compute this stream's RDD if it were not persisted:
+        once per path from it to an output (two outputs, a union or a join of it with itself
+        make two). A persisted stateful stream counts once, however many outputs read it."""
+        below = sum(child.computations_per_batch() for child in self.children)
+        return self.own_outputs + below
 
     def reads(self, other: DStream) -> bool:
         """Whether `other` is an ancestor of this stream."""
@@ -338,11 +347,13 @@ class DStream:
 
     def foreach_batch(self, function: BatchFunction, name: str | None = None) -> None:
         """Runs `function(rdd, batch_time)` on the driver for every batch; not exactly-once."""
+        self.own_outputs += 1
         self.ctx.add_output(ForeachBatchOutput(self, function, name or f"foreach{self.node_id}"))
 
     def write(self, name: str, sink: Sink | None = None) -> None:
         """Writes every batch to `sink` (or the sink configured under `name`) exactly once."""
         sink = sink or self.ctx.configured_sink(name)
+        self.own_outputs += 1
         self.ctx.add_output(SinkOutput(self, name, sink, self.ctx.placement))
 
     # --- helpers --------------------------------------------------------------------------
@@ -423,6 +434,11 @@ class StatefulDStream(DStream):
     def is_empty(self, plan: BatchPlan) -> bool:
         self.rdd_at(plan)
         return self.computation.empty_at(plan.batch_time)
+
+    def computations_per_batch(self) -> int:
+        # Its computation persists what it makes of the parent's RDD: one computation of the
+        # parent feeds every reader, and it is made even when no output reads it now.
+        return 1
 
     def forget(self, batch_time: int) -> None:
         # Not DStream.forget: the RDDs handed out are the computation's, which releases what

@@ -28,6 +28,7 @@ from service.graph.counters import (
 from service.graph.dstream import DStream
 from service.graph.kafka_source import KafkaSource
 from service.graph.plan import BatchPlan, SourcePlan
+from service.graph.stateful import persist
 
 TopicPartition = tuple[str, int]
 
@@ -228,9 +229,11 @@ class KafkaInputDStream(InputDStream):
             source.read_policy,
         )
         rdd = slices.mapPartitions(read)
-        if self.ctx.dead_letters_enabled:
-            # Two jobs (outputs and dead letters) read this RDD; fetch from Kafka only once.
-            rdd = rdd.cache()
+        if self.computations_per_batch() > 1:
+            # Several outputs (or dead letters beside them) read this RDD: fetch from Kafka, and
+            # count the records, once per batch. On disk when memory runs short, since a block
+            # dropped would be read again. `forget` releases it after the batch.
+            rdd = persist(rdd)
         return rdd
 
     def values(self) -> DStream:

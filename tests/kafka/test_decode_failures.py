@@ -16,6 +16,7 @@ from confluent_kafka import Producer
 from prometheus_client.parser import text_string_to_metric_families
 
 from service.dev.service_process import ServiceProcess
+from service.driver.engine import EXIT_FAILED
 from sinks.files import FileSink
 
 MakeTopic = Callable[..., str]
@@ -57,8 +58,13 @@ def test_an_undecodable_record_stops_the_service_naming_its_offset(
         service.start()
         code = service.wait(FAIL_TIMEOUT_S)
         log = service.log_path.read_text(errors="replace")
-    assert code == 1, service.log_tail()
+    # A failure of a running service (exit 5), not a refusal to start; one line on stderr says so.
+    assert code == EXIT_FAILED, service.log_tail()
     assert f"cannot decode the record at {topic}-0 offset {BAD_OFFSET}: not UTF-8" in log
+    summary = next(line for line in log.splitlines() if line.startswith("dstreams failed"))
+    assert summary.startswith("dstreams failed while running: connectors.reader.UndecodableRecord")
+    assert f"{topic}-0 offset {BAD_OFFSET}" in summary
+    assert "dstreams refused to start" not in log
     assert "set one to keep such records aside" in log
     # Nothing of the failed batch was committed.
     assert FileSink(tmp_path / "fail" / "out").committed_batches("counts") == []

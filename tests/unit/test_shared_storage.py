@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from service.config.masters import SparkMaster, parse_master
-from service.config.settings import FilesSinkSettings, InvalidConfig, load_settings
+from service.config.settings import FilesSinkSettings, InvalidConfig, Settings, load_settings
 from service.config.storage import shared_path_problem
+from service.driver.engine import build_context, check_storage
 
 K8S = parse_master("k8s://https://kubernetes.default.svc")
 REMOTE = parse_master("spark://10.0.0.5:7077")
@@ -61,7 +62,43 @@ def test_load_settings_refuses_each_unshared_path_on_its_own_line(tmp_path: Path
     with pytest.raises(InvalidConfig) as caught:
         load_settings(config, {})
     problems = caught.value.problems
-    assert [line.split(":")[0] for line in problems] == ["sinks.a.path", "checkpoint.path"]
+    # The checkpoint path is the graph's business (see below): settings alone do not know it.
+    assert [line.split(":")[0] for line in problems] == ["sinks.a.path"]
+
+
+def cluster_settings(job: str) -> Settings:
+    """A job on a remote standalone cluster with the default (relative) checkpoint path."""
+    return Settings.model_validate(
+        {
+            "app_id": "wc",
+            "job": job,
+            "kafka": {"bootstrap_servers": "127.0.0.1:1"},
+            "spark": {"master": "spark://10.0.0.5:7077"},
+            "sources": {"lines": {"topics": ["lines"]}},
+            "sinks": {name: {"type": "console"} for name in ("counts", "totals")},
+        }
+    )
+
+
+def test_a_stateless_job_on_a_cluster_needs_no_checkpoint_path() -> None:
+    settings = cluster_settings("examples.wordcount:build")
+    assert settings.checkpoint.path == "state/checkpoints"
+    ctx = build_context(settings)
+    try:
+        check_storage(settings, ctx)
+    finally:
+        ctx.close()
+
+
+def test_a_stateful_job_on_a_cluster_is_refused_an_unshared_checkpoint_path() -> None:
+    settings = cluster_settings("examples.running_totals:build")
+    ctx = build_context(settings)
+    try:
+        with pytest.raises(InvalidConfig) as caught:
+            check_storage(settings, ctx)
+    finally:
+        ctx.close()
+    assert [line.split(":")[0] for line in caught.value.problems] == ["checkpoint.path"]
 
 
 def test_the_same_file_is_fine_in_local_mode(tmp_path: Path) -> None:
