@@ -49,6 +49,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from connectors.planner import StartingOffsets  # noqa: E402
+from service.config.masters import parse_master  # noqa: E402
 from service.driver.lifecycle import BatchLifecycle  # noqa: E402
 from service.driver.recovery import JournalLog  # noqa: E402
 from service.graph.context import StreamingContext  # noqa: E402
@@ -238,7 +239,10 @@ def word_count(
         max_partitions=READ_TASKS,
     ).values()
     out = f"{topic}-{workdir.name}"
-    sink = KafkaSink({"bootstrap.servers": bootstrap}, out, PARTITIONS, write_from=write_from)
+    local = parse_master(sc.master).is_local  # `auto` decided from the master, as the wiring does
+    sink = KafkaSink(
+        {"bootstrap.servers": bootstrap}, out, PARTITIONS, write_from=write_from, local_master=local
+    )
     lines.map_partitions(count_words).reduce_by_key(add).write("counts", sink)
     journal = FileJournal(workdir / "journal")
     lifecycle = BatchLifecycle(ctx, JournalLog(journal, journal.open(), ctx.graph_json()))

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
-from typing import Any
+from typing import Any, Protocol
 
 from connectors.kafka_client import (
     JAVA_PLACEMENT,
@@ -48,6 +48,12 @@ EXIT_FENCED = 3
 # A transaction may stay open this much longer than the acknowledgement wait: room for its
 # commit or abort. The broker aborts it after that if this process died holding it.
 _TRANSACTION_MARGIN_MS = 30_000
+
+
+class TopicLister(Protocol):
+    """What the endpoint asks of its admin client itself (confluent-kafka's `AdminClient`)."""
+
+    def list_topics(self, *, timeout: float) -> Any: ...
 
 
 def transactional_id(app_id: str) -> str:
@@ -145,7 +151,7 @@ class IngestService:
             wait_s=2 * ack_s + 5,
         )
 
-    def _check_topics(self, admin: Any) -> None:
+    def _check_topics(self, admin: TopicLister) -> None:
         existing = admin.list_topics(timeout=30).topics
         missing = sorted(f"{t} (source {s})" for s, t in self.topics.items() if t not in existing)
         if missing:
@@ -164,7 +170,7 @@ class IngestService:
             report=self.metrics.set_topic_under_replicated,
         )
 
-    def _topic_uses(self, admin: Any) -> list[TopicUse]:
+    def _topic_uses(self, admin: TopicLister) -> list[TopicUse]:
         uses = [TopicUse(t, "input", f"ingest source {s}") for s, t in sorted(self.topics.items())]
         factor = self.ingest.replication_factor
         if factor is None and self.keys_topic not in admin.list_topics(timeout=30).topics:
