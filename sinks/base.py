@@ -95,3 +95,17 @@ class Sink(Protocol):
 
     def close(self) -> None:
         """Driver-side, at shutdown: release this process's clients. Idempotent."""
+
+
+@runtime_checkable
+class SizedByTasks(Protocol):
+    """A sink that must know each write job's number of tasks before the job runs.
+
+    The number of tasks of an output may change from batch to batch (a map-only job over a topic
+    whose partitions grow, ranges split by size); it is a function of the batch's journaled plan,
+    so a replay has the same number. The driver calls `prepare_tasks` before every write job that
+    runs; it is idempotent, and cheap once the sink is ready for that many.
+    """
+
+    def prepare_tasks(self, app: str, output: str, tasks: int) -> None:
+        """Driver-side: make ready for tasks `0 .. tasks - 1` of the next write job."""

@@ -28,6 +28,9 @@ a key schema): ``"json"`` compact JSON with sorted keys (a replay writes
 identical bytes), ``"utf-8"`` ``str(value)`` as UTF-8, ``"bytes"`` bytes as they are; ``None`` is a
 null value (a tombstone). A word count's ``("word", 3)`` becomes key ``b"word"``, value ``b"3"``.
 
+The number of tasks may change from batch to batch: before each write job the driver grows the
+marker topic to a partition per task (`KafkaSink.prepare_tasks`; see `sinks.kafka_markers`).
+
 Placement is stable across replays: keyed rows go where the Java client would put them (murmur2);
 rows without a key go to output partition ``p % partitions``.
 
@@ -122,10 +125,12 @@ class KafkaSink:
 
     ``conf`` holds the librdkafka settings shared by producer, consumer and admin client
     (``bootstrap.servers``, ``security.protocol``, ``sasl.*``, ...). ``marker_topic`` defaults to
-    ``dstreams.markers.<app>.<output>`` and must not be shared between outputs; it needs a partition
-    per task of the output: ``marker_partitions``, by default ``partitions``. The sink pickles as
-    configuration only; clients live in per-process caches (`sinks.kafka_producers`,
-    `sinks.kafka_markers`). ``write_from`` says which processes write (see the module docstring).
+    ``dstreams.markers.<app>.<output>`` and must not be shared between outputs; it has a partition
+    per task of the output: ``marker_partitions`` (by default ``partitions``) at setup, grown by
+    `prepare_tasks` before any write job with more tasks. The sink pickles as configuration (and
+    the marker partitions known to exist); clients live in per-process caches
+    (`sinks.kafka_producers`, `sinks.kafka_markers`). ``write_from`` says which processes write
+    (see the module docstring).
     """
 
     def __init__(
@@ -159,6 +164,8 @@ class KafkaSink:
         # Avro values (and keys) instead of `serializer`; schema ids are fixed in `setup`.
         self.avro = avro
         self.write_from: WriteFrom = write_from
+        # Marker partitions known to exist, by marker topic: a steady job grows nothing.
+        self._marker_capacity: dict[str, int] = {}
 
     # When the driver writes, it may write a batch's partitions side by side: each has its own
     # transactional producer, and the marker reader serializes its own reads. A commit waits
@@ -213,11 +220,29 @@ class KafkaSink:
             self.avro.prepare(self.topic)
         rf = self.replication_factor
         ensure_topic(admin, TopicSpec(self.topic, self.partitions, rf), OUTPUT_TOPIC, "keep")
-        # Growing the marker topic is safe: task p uses marker partition p whatever the count.
-        markers = TopicSpec(marker_topic, self.marker_partitions, rf, MARKER_TOPIC_CONFIG)
-        ensure_topic(admin, markers, MARKER_TOPIC, "grow")
+        self._grow_marker_topic(admin, marker_topic, self.marker_partitions)
         if self.writes_on_driver:
             self.open_driver_producers(app, output)
+
+    def prepare_tasks(self, app: str, output: str, tasks: int) -> None:
+        """Before each write job: grow the marker topic to at least a partition per task.
+
+        The number of tasks is whatever the batch's plan makes it (a map-only job has one per
+        input range), so it is learnt here rather than configured; a replay has the same plan and
+        the same number. Growing is safe: task p uses marker partition p whatever the count, and
+        a new partition holds no marker, which reads as "nothing committed" (`sinks.kafka_markers`).
+        """
+        marker_topic = self.marker_topic_for(app, output)
+        if tasks <= self._marker_capacity.get(marker_topic, 0):
+            return
+        self._grow_marker_topic(AdminClient(client_settings(self.conf)), marker_topic, tasks)
+
+    def _grow_marker_topic(self, admin: AdminClient, marker_topic: str, partitions: int) -> None:
+        """Create the marker topic, or grow it to `partitions` partitions (more are kept)."""
+        wanted = max(partitions, self.marker_partitions)
+        markers = TopicSpec(marker_topic, wanted, self.replication_factor, MARKER_TOPIC_CONFIG)
+        ensure_topic(admin, markers, MARKER_TOPIC, "grow")
+        self._marker_capacity[marker_topic] = wanted
 
     def open_driver_producers(self, app: str, output: str) -> None:
         """The driver's producers of every marker partition, initialized side by side now

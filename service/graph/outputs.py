@@ -1,9 +1,11 @@
 """Output operations: the only places where a batch's RDDs are turned into Spark jobs.
 
 A `SinkOutput` runs one job per batch in which task `p` writes partition `p` under
-`BatchKey(app, output, t, p)`; the sink makes that idempotent. Afterwards the driver calls
-`sink.commit`. A batch whose input is certainly empty skips the job and commits zero partitions,
-which is deterministic because emptiness is decided from the journaled plan, not from data.
+`BatchKey(app, output, t, p)`; the sink makes that idempotent. The number of tasks may differ
+from batch to batch; a sink that needs it beforehand (`SizedByTasks`) is told before the job.
+Afterwards the driver calls `sink.commit`. A batch whose input is certainly empty skips the job
+and commits zero partitions, which is deterministic because emptiness is decided from the
+journaled plan, not from data.
 
 Outputs see their stream only as a `BatchStream` (its RDD and its emptiness for a plan).
 """
@@ -21,7 +23,7 @@ from service.graph.base import RDD, BatchFunction, BatchStream, OutputResult
 from service.graph.jobs import job_group, jobs_of_group, start_job_group
 from service.graph.placement import OutputPlacement
 from service.graph.plan import BatchPlan
-from sinks.base import BatchKey, Sink
+from sinks.base import BatchKey, Sink, SizedByTasks
 
 __all__ = ["ForeachBatchOutput", "Output", "OutputResult", "SinkOutput"]
 
@@ -67,6 +69,9 @@ class SinkOutput:
         rdd = self.stream.rdd_at(plan)
         group = job_group(app, batch_time, self.name)
         start_job_group(rdd.context, group)
+        if isinstance(self.sink, SizedByTasks):
+            # A function of the journaled plan, so a replay prepares for the same count.
+            self.sink.prepare_tasks(app, self.name, rdd.getNumPartitions())
         if self.sink.writes_on_driver:
             reports = self._write_on_driver(rdd, app, batch_time)
         else:
