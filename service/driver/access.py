@@ -25,8 +25,12 @@ from service.graph.context import StreamingContext
 from service.graph.sources import KafkaInputDStream
 
 # Inputs are read; outputs and dead letters written; the journal and the markers written and
-# read back (recovery and the exactly-once check).
-_TOPIC_OPERATIONS = {"input": ("READ",), "journal": ("WRITE", "READ"), "markers": ("WRITE", "READ")}
+# read back (recovery and the exactly-once check); markers grown to a partition per task (ALTER).
+_TOPIC_OPERATIONS = {
+    "input": ("READ",),
+    "journal": ("WRITE", "READ"),
+    "markers": ("WRITE", "READ", "ALTER"),
+}
 
 
 def check_kafka_credentials(settings: Any) -> bool:
