@@ -236,7 +236,6 @@ class KafkaSink:
         if tasks <= self._marker_capacity.get(marker_topic, 0):
             return
         self._grow_marker_topic(AdminClient(client_settings(self.conf)), marker_topic, tasks)
-        _LOG.info("marker topic %s has a partition for each of %d tasks", marker_topic, tasks)
 
     def _grow_marker_topic(self, admin: AdminClient, marker_topic: str, partitions: int) -> None:
         """Create the marker topic, or grow it to `partitions` partitions (more are kept)."""
