@@ -11,7 +11,8 @@ the Kafka sink's marker topic has to grow past its setup size in the first batch
 (docs/architecture.md, "Any number of tasks").
 
 The second test grows a topic's partitions and creates a topic matching a regex subscription
-while the service runs: each new partition and topic is read from its beginning, exactly once.
+while the service runs: each new partition and topic is read from its beginning, exactly once,
+though the driver dies in the middle of a Kafka transaction after the growth and is restarted.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from confluent_kafka.admin import AdminClient, NewPartitions
 
 from service.dev.brokers import create_topic
 from service.dev.service_process import ServiceProcess
+from service.faults import CRASH_EXIT_CODE
 from service.graph.functions import words_of
 from tests.kafka import shape_checks as checks
 from tests.kafka.shape_jobs import SHAPES, SINKS, SIZES, output_name, split_id
@@ -42,6 +44,7 @@ B_PARTITIONS = 2
 RATE = 200
 DRAIN_TIMEOUT_S = 300.0
 Batch = dict[str, list[str]]
+StartDriver = Callable[..., ServiceProcess]
 
 
 @pytest.fixture
@@ -51,14 +54,15 @@ def app(unique_name: str) -> str:
 
 
 @pytest.fixture
-def driver_of(tmp_path: Path) -> Iterator[Callable[[dict[str, Any]], ServiceProcess]]:
-    """Starts the service with a config; killed (by PID) at teardown if still running."""
+def driver_of(tmp_path: Path) -> Iterator[StartDriver]:
+    """Starts the service with a config (and environment); killed (by PID) at teardown if still
+    running."""
     started: list[ServiceProcess] = []
 
-    def start(config: dict[str, Any]) -> ServiceProcess:
+    def start(config: dict[str, Any], env: dict[str, str] | None = None) -> ServiceProcess:
         driver = ServiceProcess(config, tmp_path)
         started.append(driver)
-        driver.start()
+        driver.start(env)
         return driver
 
     yield start
@@ -88,7 +92,7 @@ def test_every_shape_over_every_partition_count_to_every_sink_is_exact(
     postgres_dsn: str,
     app: str,
     tmp_path: Path,
-    driver_of: Callable[[dict[str, Any]], ServiceProcess],
+    driver_of: StartDriver,
 ) -> None:
     written: dict[checks.Position, str] = {}
     sources: dict[str, Any] = {}
@@ -174,7 +178,7 @@ def test_new_partitions_and_topics_matching_a_pattern_are_read_once(
     postgres_dsn: str,
     app: str,
     tmp_path: Path,
-    driver_of: Callable[[dict[str, Any]], ServiceProcess],
+    driver_of: StartDriver,
 ) -> None:
     grow = create_topic(kafka_bootstrap, f"{app}.grow", partitions=2)
     first = create_topic(kafka_bootstrap, f"{app}.pattern.first", partitions=2)
@@ -190,13 +194,17 @@ def test_new_partitions_and_topics_matching_a_pattern_are_read_once(
     job = "tests.kafka.shape_jobs:build_growing"
     config = checks.service_config(app, job, kafka_bootstrap, sources, sinks, tmp_path)
 
-    driver = driver_of(config)
+    # The driver dies inside a Kafka transaction after the growth (the first batch commits 4),
+    # and its successor replays that batch from the journaled plan: as many tasks again.
+    driver = driver_of(config, {"DSTREAMS_CRASH_AT": "sink-mid-write", "DSTREAMS_CRASH_AFTER": "7"})
     _wait_drained(driver, tmp_path, written, "the first lines")
     admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
     admin.create_partitions([NewPartitions(grow, 6)])[grow].result(30)
     second = create_topic(kafka_bootstrap, f"{app}.pattern.second", partitions=3)
     written |= checks.produce(kafka_bootstrap, grow, _lines("h", 120), range(6))
     written |= checks.produce(kafka_bootstrap, second, _lines("q", 60), range(3))
+    assert driver.wait(DRAIN_TIMEOUT_S) == CRASH_EXIT_CODE, driver.log_tail()
+    driver.start()
     _wait_drained(driver, tmp_path, written, "the new lines")
     assert driver.terminate() == 0, driver.log_tail()
 
