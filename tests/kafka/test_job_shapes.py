@@ -87,6 +87,7 @@ def b_lines(size: int) -> list[str]:
     return [f"{2 * j:04d} x{(j + size) % 5}" for j in range(B_LINES)]
 
 
+@pytest.mark.timeout(600)  # ~1.5 min on an idle 2-core machine, up to 3 under a heavy load
 def test_every_shape_over_every_partition_count_to_every_sink_is_exact(
     kafka_bootstrap: str,
     postgres_dsn: str,
@@ -173,6 +174,7 @@ def _difference(name: str, found: checks.Rows, expected: checks.Rows) -> str:
     )
 
 
+@pytest.mark.timeout(600)
 def test_new_partitions_and_topics_matching_a_pattern_are_read_once(
     kafka_bootstrap: str,
     postgres_dsn: str,

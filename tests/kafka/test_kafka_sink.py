@@ -12,6 +12,7 @@ import json
 import pickle
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -236,6 +237,23 @@ def test_a_changing_number_of_tasks_grows_the_marker_topic_and_replays_skip(
     assert _key_values(_read_committed(kafka_bootstrap, sink.topic)) == sorted(expected, key=repr)
     last = dict(_markers(kafka_bootstrap, sink, unique_name))  # sorted: each partition's last
     assert last == dict.fromkeys(range(5), 3000)
+
+
+def test_a_task_waits_for_a_marker_partition_the_driver_is_adding(
+    kafka_bootstrap: str, unique_name: str
+) -> None:
+    """A broker may learn of new partitions a moment after the controller: a task looks again."""
+    sink = _sink(kafka_bootstrap, unique_name)
+    sink.setup(APP, unique_name)
+    grower = threading.Timer(1.0, sink.prepare_tasks, (APP, unique_name, 4))
+    grower.start()
+    try:
+        written = sink.write(BatchKey(APP, unique_name, 1000, 3), [("late", 1)])
+    finally:
+        grower.join()
+
+    assert written == WriteResult(1)
+    assert _markers(kafka_bootstrap, sink, unique_name) == [(3, 1000)]
 
 
 def test_a_zombie_with_the_same_transactional_id_is_fenced(
