@@ -245,8 +245,9 @@ class KafkaSink:
         self._marker_capacity[marker_topic] = wanted
 
     def open_driver_producers(self, app: str, output: str) -> None:
-        """The driver's producers of every marker partition, initialized side by side now
-        rather than one by one in the first batch (see `sinks.kafka_producers.open_producers`)."""
+        """The driver's producers of the marker partitions made at setup, initialized side by
+        side now rather than one by one in the first batch (see
+        `sinks.kafka_producers.open_producers`); a later write with more tasks opens the rest."""
         keys = [BatchKey(app, output, 0, p) for p in range(self.marker_partitions)]
         open_producers([self.producer_settings(key) for key in keys])
 
