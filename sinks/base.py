@@ -135,6 +135,12 @@ class Sink(Protocol):
     def write(self, key: BatchKey, rows: Iterable[Any]) -> WriteResult:
         """Commit `rows` under `key` unless `key` is already committed."""
 
+    def prepare_tasks(self, app: str, output: str, tasks: int) -> None:
+        """Driver-side, before every write job that runs: make ready for tasks
+        ``0 .. tasks - 1``. The number of tasks may change from batch to batch (a map-only job
+        over a topic whose partitions grow); it is a function of the batch's journaled plan, so
+        a replay has the same number. Idempotent, and cheap once ready for that many."""
+
     def commit(self, app: str, output: str, batch_time: int, partitions: int) -> None:
         """Driver-side: check or mark batch `batch_time` complete for this output. Idempotent."""
 

@@ -25,6 +25,9 @@ class ConsoleSink:
     def setup(self, app: str, output: str) -> None:
         """Nothing to create."""
 
+    def prepare_tasks(self, app: str, output: str, tasks: int) -> None:
+        """Nothing: any number of tasks writes here as it is."""
+
     def write(self, key: BatchKey, rows: Iterable[Any]) -> WriteResult:
         shown = 0
         total = 0

@@ -62,6 +62,9 @@ class FileSink:
     def setup(self, app: str, output: str) -> None:
         (Path(self.root) / output).mkdir(parents=True, exist_ok=True)
 
+    def prepare_tasks(self, app: str, output: str, tasks: int) -> None:
+        """Nothing: any number of tasks writes here as it is."""
+
     def write(self, key: BatchKey, rows: Iterable[Any]) -> WriteResult:
         target = self.part_path(key)
         if target.exists():

@@ -28,6 +28,9 @@ a key schema): ``"json"`` compact JSON with sorted keys (a replay writes
 identical bytes), ``"utf-8"`` ``str(value)`` as UTF-8, ``"bytes"`` bytes as they are; ``None`` is a
 null value (a tombstone). A word count's ``("word", 3)`` becomes key ``b"word"``, value ``b"3"``.
 
+The number of tasks may change from batch to batch: before each write job the driver grows the
+marker topic to a partition per task (`KafkaSink.prepare_tasks`; see `sinks.kafka_markers`).
+
 Placement is stable across replays: keyed rows go where the Java client would put them (murmur2);
 rows without a key go to output partition ``p % partitions``.
 
@@ -124,11 +127,13 @@ class KafkaSink:
 
     ``conf`` holds the librdkafka settings shared by producer, consumer and admin client
     (``bootstrap.servers``, ``security.protocol``, ``sasl.*``, ...). ``marker_topic`` defaults to
-    ``dstreams.markers.<app>.<output>`` and must not be shared between outputs; it needs a partition
-    per task of the output: ``marker_partitions``, by default ``partitions``. The sink pickles as
-    configuration only; clients live in per-process caches (`sinks.kafka_producers`,
-    `sinks.kafka_markers`). ``write_from`` says which processes write (see the module docstring);
-    ``local_master`` says whether the configured Spark master is local, which decides ``auto``.
+    ``dstreams.markers.<app>.<output>`` and must not be shared between outputs; it has a partition
+    per task of the output: ``marker_partitions`` (by default ``partitions``) at setup, grown by
+    `prepare_tasks` before any write job with more tasks. The sink pickles as configuration (and
+    the marker partitions known to exist); clients live in per-process caches
+    (`sinks.kafka_producers`, `sinks.kafka_markers`). ``write_from`` says which processes write
+    (see the module docstring); ``local_master`` says whether the configured Spark master is
+    local, which decides ``auto``.
     """
 
     def __init__(
@@ -165,6 +170,8 @@ class KafkaSink:
         self.write_from: WriteFrom = write_from
         # Decided once, here: whether the driver runs `write` (docs/architecture.md, Sinks).
         self.writes_on_driver = write_from == "driver" or (write_from == "auto" and local_master)
+        # Marker partitions known to exist, by marker topic: a steady job grows nothing.
+        self._marker_capacity: dict[str, int] = {}
 
     # When the driver writes, it may write a batch's partitions side by side: each has its own
     # transactional producer, and the marker reader serializes its own reads. A commit waits
@@ -192,7 +199,7 @@ class KafkaSink:
         return KafkaNeeds(
             topics=(
                 KafkaTopic(self.topic, self.topic_role, ("WRITE",), rf),
-                KafkaTopic(markers, "markers", ("WRITE", "READ"), rf),
+                KafkaTopic(markers, "markers", ("WRITE", "READ", "ALTER"), rf),
             ),
             transactional_id_prefix=self.transactional_id_prefix(app),
             reads_broker_configs=True,
@@ -232,15 +239,34 @@ class KafkaSink:
             self.avro.prepare(self.topic)
         rf = self.replication_factor
         ensure_topic(admin, TopicSpec(self.topic, self.partitions, rf), OUTPUT_TOPIC, "keep")
-        # Growing the marker topic is safe: task p uses marker partition p whatever the count.
-        markers = TopicSpec(marker_topic, self.marker_partitions, rf, MARKER_TOPIC_CONFIG)
-        ensure_topic(admin, markers, MARKER_TOPIC, "grow")
+        self._grow_marker_topic(admin, marker_topic, self.marker_partitions)
         if self.writes_on_driver:
             self.open_driver_producers(app, output)
 
+    def prepare_tasks(self, app: str, output: str, tasks: int) -> None:
+        """Before each write job: grow the marker topic to at least a partition per task.
+
+        The number of tasks is whatever the batch's plan makes it (a map-only job has one per
+        input range), so it is learnt here rather than configured; a replay has the same plan and
+        the same number. Growing is safe: task p uses marker partition p whatever the count, and
+        a new partition holds no marker, which reads as "nothing committed" (`sinks.kafka_markers`).
+        """
+        marker_topic = self.marker_topic_for(app, output)
+        if tasks <= self._marker_capacity.get(marker_topic, 0):
+            return
+        self._grow_marker_topic(new_admin_client(client_settings(self.conf)), marker_topic, tasks)
+
+    def _grow_marker_topic(self, admin: Any, marker_topic: str, partitions: int) -> None:
+        """Create the marker topic, or grow it to `partitions` partitions (more are kept)."""
+        wanted = max(partitions, self.marker_partitions)
+        markers = TopicSpec(marker_topic, wanted, self.replication_factor, MARKER_TOPIC_CONFIG)
+        ensure_topic(admin, markers, MARKER_TOPIC, "grow")
+        self._marker_capacity[marker_topic] = wanted
+
     def open_driver_producers(self, app: str, output: str) -> None:
-        """The driver's producers of every marker partition, initialized side by side now
-        rather than one by one in the first batch (see `sinks.kafka_producers.open_producers`)."""
+        """The driver's producers of the marker partitions made at setup, initialized side by
+        side now rather than one by one in the first batch (see
+        `sinks.kafka_producers.open_producers`); a later write with more tasks opens the rest."""
         keys = [BatchKey(app, output, 0, p) for p in range(self.marker_partitions)]
         open_producers([self.producer_settings(key) for key in keys])
 

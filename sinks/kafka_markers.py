@@ -11,6 +11,16 @@ committed marker is found by reading a short tail with a ``read_committed`` cons
 other writers' transactions, no scan of the whole log. On a partition shared by several writers a
 committed marker could hide behind another writer's open transaction and a replay would duplicate.
 The topic is compacted: one key per partition keeps it at one marker per task plus the open segment.
+
+How many partitions. An output's number of tasks is a function of each batch's plan (a map-only
+job has a task per input range, so partitions added to an input add tasks), not a setting. The
+driver grows the marker topic to a partition per task before each write job
+(`KafkaSink.prepare_tasks`); a replay has the journaled plan, hence the same tasks. Growing never
+moves a marker (task p keeps partition p and its transactional.id), and a partition no task has
+written yet holds no marker, which reads as "nothing committed", as it is. A batch with fewer
+tasks leaves the higher partitions alone: their markers name older batches, and a later batch
+with that many tasks again writes past them. Batches of an output are written in batch order,
+so a marker ``>= t`` of partition p means that p of batch t is committed.
 """
 
 from __future__ import annotations

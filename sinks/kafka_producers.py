@@ -13,6 +13,7 @@ import hashlib
 import logging
 import os
 import tempfile
+import time
 import uuid
 import warnings
 from concurrent.futures import ThreadPoolExecutor
@@ -27,6 +28,9 @@ from connectors.process_cache import ConfKey, ProcessCache, conf_key
 from service.errors import SinkError
 
 _LOG = logging.getLogger(__name__)
+# How long a task looks for a partition that the driver has just added: the brokers' metadata
+# follows the controller within milliseconds; this must stay well under Spark's task patience.
+PARTITION_WAIT_S = 10.0
 
 
 def client_settings(conf: dict[str, Any]) -> dict[str, Any]:
@@ -72,17 +76,27 @@ class TransactionalProducer:
         self.marker_known, self.marker = True, batch_time
 
     def require_partition(self, topic: str, partition: int) -> int:
-        """The partition count of `topic`; `SinkError` unless it has `partition`."""
-        if partition >= self._partitions.get(topic, 0):
-            self._partitions[topic] = partition_count(self.producer, topic)
-        count = self._partitions[topic]
-        if partition >= count:
-            msg = (
-                f"topic {topic} has {count} partitions, expected at least {partition + 1}; run the "
-                "sink's setup() first, with marker_partitions >= the number of tasks of the output"
-            )
-            raise SinkError(msg)
-        return count
+        """The partition count of `topic`; `SinkError` unless it has `partition`.
+
+        The driver creates the topics at setup and grows the marker topic before each write job
+        (`KafkaSink.prepare_tasks`), but the broker this producer asks may learn of new partitions
+        a moment after the controller: a missing one is looked for again, until a deadline.
+        """
+        deadline = time.monotonic() + PARTITION_WAIT_S
+        while partition >= self._partitions.get(topic, 0):
+            self._partitions[topic] = count = partition_count(self.producer, topic)
+            if partition < count:
+                break
+            if time.monotonic() > deadline:
+                msg = (
+                    f"topic {topic} has {count} partitions, expected at least {partition + 1} "
+                    f"after {PARTITION_WAIT_S:.0f} s; the driver creates the topics at setup and "
+                    "grows the marker topic before each write job: check that the driver runs "
+                    "this sink's setup() and prepare_tasks(), and that its client may alter topics"
+                )
+                raise SinkError(msg)
+            time.sleep(0.1)
+        return self._partitions[topic]
 
     def close(self) -> None:
         """Drop queued records and close; an open transaction is aborted if Kafka still can."""

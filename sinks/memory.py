@@ -33,6 +33,9 @@ class MemorySink:
     def setup(self, app: str, output: str) -> None:
         """Nothing to create."""
 
+    def prepare_tasks(self, app: str, output: str, tasks: int) -> None:
+        """Nothing: any number of tasks writes here as it is."""
+
     def write(self, key: BatchKey, rows: Iterable[Any]) -> WriteResult:
         incoming = list(rows)
         # One step under the GIL: of concurrent writes of a key, exactly one stores its rows.

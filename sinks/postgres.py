@@ -112,6 +112,9 @@ class PostgresSink:
         """Create the marker table, and the data table when missing; check configured columns."""
         self._on_driver(f"set up tables for {app}/{output}", self._setup_tables)
 
+    def prepare_tasks(self, app: str, output: str, tasks: int) -> None:
+        """Nothing: any number of tasks writes here as it is."""
+
     def _setup_tables(self, conn: Conn) -> None:
         conn.execute(_marker_sql(self.markers_table)[0])
         existing = _table_columns(conn, self.table)

@@ -211,10 +211,16 @@ def _reconcile(
         future = admin.create_partitions([NewPartitions(spec.name, spec.partitions)])[spec.name]
         what = f"growing {role.kind} {spec.name!r} from {count} to {spec.partitions} partitions"
         _settle(future, None, what, role, timeout_s)
+        _LOG.info("%s", what.replace("growing", "grew", 1))
         return spec.partitions
-    _LOG.warning(
-        "%s %s has %d partitions, configured %d; kept", role.kind, spec.name, count, spec.partitions
-    )
+    if mismatch == "keep":  # with "grow", more partitions than configured is what growing leaves
+        _LOG.warning(
+            "%s %s has %d partitions, configured %d; kept",
+            role.kind,
+            spec.name,
+            count,
+            spec.partitions,
+        )
     return count
 
 

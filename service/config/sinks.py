@@ -63,7 +63,8 @@ class KafkaSinkSettings(ConfigModel):
             partitions=partitions,
             replication_factor=self.replication_factor,
             transaction_timeout_ms=self.transaction_timeout_ms,
-            # One marker partition per task of whichever is larger: the topic or a shuffle.
+            # Marker partitions made at setup, for the usual number of tasks (a shuffle's, or
+            # the topic's); the sink adds more before a write job with more tasks.
             marker_partitions=max(partitions, default_partitions),
             write_from=self.write_from,
             local_master=local_master,

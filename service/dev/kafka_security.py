@@ -240,8 +240,8 @@ def service_grants(
     grants += [Grant("topic", topic, op) for topic in outputs for op in written]
     if journal is not None:
         grants += [Grant("topic", journal, op) for op in ("READ", *written)]
-    markers = f"dstreams.markers.{app_id}."
-    grants += [Grant("topic", markers, op, prefixed=True) for op in ("READ", *written)]
+    markers = f"dstreams.markers.{app_id}."  # grown (ALTER) when an output has more tasks
+    grants += [Grant("topic", markers, op, prefixed=True) for op in ("READ", "ALTER", *written)]
     grants.append(Grant("transactional-id", f"dstreams.{app_id}.", "WRITE", prefixed=True))
     grants.append(Grant("transactional-id", f"dstreams-journal-{app_id}", "WRITE", prefixed=True))
     # Kafka outputs check the brokers' transaction.max.timeout.ms at start-up.

@@ -1,9 +1,11 @@
 """Output operations: the only places where a batch's RDDs are turned into Spark jobs.
 
 A `SinkOutput` runs one job per batch in which task `p` writes partition `p` under
-`BatchKey(app, output, t, p)`; the sink makes that idempotent. Afterwards the driver calls
-`sink.commit`. A batch whose input is certainly empty skips the job and commits zero partitions,
-which is deterministic because emptiness is decided from the journaled plan, not from data.
+`BatchKey(app, output, t, p)`; the sink makes that idempotent. The number of tasks may differ
+from batch to batch; every sink is told it before the job (`Sink.prepare_tasks`).
+Afterwards the driver calls `sink.commit`. A batch whose input is certainly empty skips the job
+and commits zero partitions, which is deterministic because emptiness is decided from the
+journaled plan, not from data.
 
 Outputs see their stream only as a `BatchStream` (its RDD and its emptiness for a plan).
 """
@@ -82,6 +84,8 @@ class SinkOutput:
         rdd = self.stream.rdd_at(plan)
         group = job_group(app, batch_time, self.name)
         start_job_group(rdd.context, group)
+        # A function of the journaled plan, so a replay prepares for the same count.
+        self.sink.prepare_tasks(app, self.name, rdd.getNumPartitions())
         if self.sink.writes_on_driver:
             reports = self._write_on_driver(rdd, app, batch_time)
         else:

@@ -12,6 +12,7 @@ import json
 import pickle
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -203,6 +204,56 @@ def test_an_older_batch_after_a_newer_marker_is_skipped(
     assert older == older_elsewhere == WriteResult(0, skipped=True)
     assert _key_values(_read_committed(kafka_bootstrap, sink.topic)) == [(b"new", b"1")]
     assert _markers(kafka_bootstrap, sink, unique_name) == [(0, 2000)]
+
+
+def test_a_changing_number_of_tasks_grows_the_marker_topic_and_replays_skip(
+    kafka_bootstrap: str, unique_name: str
+) -> None:
+    """A map-only job over a topic that grows: 5 tasks, then 2, then 5 again, then a replay."""
+    sink = _sink(kafka_bootstrap, unique_name)  # 2 marker partitions at setup
+    sink.setup(APP, unique_name)
+    marker_topic = sink.marker_topic_for(APP, unique_name)
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+
+    def run_batch(batch_time: int, tasks: int) -> list[WriteResult]:
+        sink.prepare_tasks(APP, unique_name, tasks)
+        results = [
+            sink.write(BatchKey(APP, unique_name, batch_time, p), [(f"{batch_time}-{p}", p)])
+            for p in range(tasks)
+        ]
+        sink.commit(APP, unique_name, batch_time, tasks)
+        return results
+
+    run_batch(1000, 5)
+    assert len(admin.list_topics(marker_topic, timeout=10).topics[marker_topic].partitions) == 5
+    run_batch(2000, 2)
+    run_batch(3000, 5)
+    close_clients()  # a restarted driver: the replay decides from the marker topic alone
+    replayed = run_batch(3000, 5)
+
+    assert replayed == [WriteResult(0, skipped=True)] * 5
+    batches = [(1000, 5), (2000, 2), (3000, 5)]
+    expected = [(f"{t}-{p}".encode(), b"%d" % p) for t, tasks in batches for p in range(tasks)]
+    assert _key_values(_read_committed(kafka_bootstrap, sink.topic)) == sorted(expected, key=repr)
+    last = dict(_markers(kafka_bootstrap, sink, unique_name))  # sorted: each partition's last
+    assert last == dict.fromkeys(range(5), 3000)
+
+
+def test_a_task_waits_for_a_marker_partition_the_driver_is_adding(
+    kafka_bootstrap: str, unique_name: str
+) -> None:
+    """A broker may learn of new partitions a moment after the controller: a task looks again."""
+    sink = _sink(kafka_bootstrap, unique_name)
+    sink.setup(APP, unique_name)
+    grower = threading.Timer(1.0, sink.prepare_tasks, (APP, unique_name, 4))
+    grower.start()
+    try:
+        written = sink.write(BatchKey(APP, unique_name, 1000, 3), [("late", 1)])
+    finally:
+        grower.join()
+
+    assert written == WriteResult(1)
+    assert _markers(kafka_bootstrap, sink, unique_name) == [(3, 1000)]
 
 
 def test_a_zombie_with_the_same_transactional_id_is_fenced(

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
@@ -69,6 +70,15 @@ def test_an_existing_topic_is_grown_only_when_asked_and_smaller(
     admin = FakeAdmin({"t": existing})
     ensure_topic(admin, TopicSpec("t", 4, 1), ROLE, mismatch, timeout_s=1)
     assert admin.created == [] and admin.grown == grown
+
+
+def test_a_grown_topic_is_kept_without_a_warning_but_a_kept_mismatch_warns(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    ensure_topic(FakeAdmin({"t": 6}), TopicSpec("t", 4, 1), ROLE, "grow", timeout_s=1)
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    ensure_topic(FakeAdmin({"t": 6}), TopicSpec("t", 4, 1), ROLE, "keep", timeout_s=1)
+    assert "test topic t has 6 partitions, configured 4; kept" in caplog.text
 
 
 def test_a_topic_of_another_size_is_refused_with_the_callers_error() -> None:

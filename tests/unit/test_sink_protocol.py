@@ -118,7 +118,7 @@ def test_a_kafka_sink_declares_its_topics_their_access_and_its_transactional_ids
     assert sink.kafka_needs("app", "counts") == KafkaNeeds(
         topics=(
             KafkaTopic("out", "output", ("WRITE",), 3),
-            KafkaTopic("out-markers", "markers", ("WRITE", "READ"), 3),
+            KafkaTopic("out-markers", "markers", ("WRITE", "READ", "ALTER"), 3),
         ),
         transactional_id_prefix="dstreams.app.",
         reads_broker_configs=True,
