@@ -14,7 +14,6 @@ module started and stops again by PID.
 from __future__ import annotations
 
 import base64
-import ctypes
 import fcntl
 import hashlib
 import os
@@ -29,12 +28,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import IO, Any
 
 from service.dev.kafka_security import ClusterSecurity
 from service.dev.leftovers import stop_at_exit, stopped
 from service.dev.ports import free_port
+from service.dev.processes import LoggedChild, StartedOnEnter
 from service.errors import DStreamsError
 
 KAFKA_VERSION = "4.1.1"
@@ -177,15 +176,6 @@ def _resolve_with_maven(pom: Path, cached: Path) -> list[str]:
 # --- Processes --------------------------------------------------------------------------------
 
 
-def _die_with_parent() -> None:
-    # If the Python process dies without calling stop() (SIGKILL, OOM), its brokers must not linger
-    # on a shared machine. PR_SET_PDEATHSIG fires when the *thread* that forked exits, so brokers
-    # are started from the thread that owns the cluster (in practice, the main thread).
-    pr_set_pdeathsig = 1
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
-
-
 def _port_open(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.settimeout(0.5)
@@ -218,19 +208,11 @@ def new_cluster_id() -> str:
             return text
 
 
-def _signal_process(process: subprocess.Popen[bytes], signum: signal.Signals) -> None:
-    if process.poll() is None:
-        try:
-            os.kill(process.pid, signum)
-        except ProcessLookupError:
-            pass  # exited between poll() and kill()
-
-
 # --- One broker -------------------------------------------------------------------------------
 
 
 @dataclass
-class _Broker:
+class _Broker(LoggedChild):
     """One combined broker+controller node: its ports, files and (while running) its process."""
 
     node_id: int
@@ -252,39 +234,14 @@ class _Broker:
     def log_path(self) -> Path:
         return self.home / "broker.log"
 
-    @property
-    def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
     def launch(self, command: list[str]) -> None:
-        self._close_log()
-        self._log = self.log_path.open("ab")
-        self.process = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            cwd=self.home,
-            start_new_session=True,  # Ctrl-C reaches Python, which stops the brokers in order
-            preexec_fn=_die_with_parent,
-        )
-
-    def kill(self) -> None:
-        if self.process is not None:
-            _signal_process(self.process, signal.SIGKILL)
-            self.process.wait()
-        self._close_log()
-
-    def _close_log(self) -> None:
-        if self._log is not None:
-            self._log.close()
-            self._log = None
+        self.launch_in(self.home, command, env=None)
 
 
 # --- The cluster ------------------------------------------------------------------------------
 
 
-class LocalKafkaCluster:
+class LocalKafkaCluster(StartedOnEnter):
     """A KRaft cluster of 1 or 3 combined broker+controller nodes on 127.0.0.1 free ports.
 
     One broker: internal topics with replication factor 1. Three brokers: a 3-voter controller
@@ -312,18 +269,6 @@ class LocalKafkaCluster:
         self._security: ClusterSecurity | None = None
 
     # -- public API --
-
-    def __enter__(self) -> LocalKafkaCluster:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     @property
     def bootstrap_servers(self) -> str:
@@ -398,9 +343,9 @@ class LocalKafkaCluster:
         """
         discarding = self._owns_workdir and not keep_workdir
         # All at once: stopped one by one, the last nodes of a quorum wait for each other.
+        for broker in self._brokers:
+            broker.signal(signal.SIGKILL if discarding else signal.SIGTERM)
         processes = [b.process for b in self._brokers if b.process is not None]
-        for process in processes:
-            _signal_process(process, signal.SIGKILL if discarding else signal.SIGTERM)
         deadline = time.monotonic() + (0.0 if discarding else STOP_GRACE_S)
         for process in processes:
             try:

@@ -24,11 +24,11 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from types import TracebackType
 
 import psycopg
 
 from service.dev.ports import free_port
+from service.dev.processes import StartedOnEnter
 from service.errors import DStreamsError
 
 log = logging.getLogger(__name__)
@@ -115,7 +115,7 @@ class _RunAs:
             )
 
 
-class LocalPostgres:
+class LocalPostgres(StartedOnEnter):
     """One throwaway PostgreSQL server in a temp dir; a context manager (start on enter)."""
 
     def __init__(self, bin_dir: Path | None = None, user: str = "postgres") -> None:
@@ -247,17 +247,6 @@ class LocalPostgres:
             shutil.rmtree(self.base_dir, ignore_errors=True)
             self.base_dir = None
         self.port = None
-
-    def __enter__(self) -> LocalPostgres:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 def _stop_process(proc: subprocess.Popen[bytes]) -> None:
