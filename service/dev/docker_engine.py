@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Literal
 
+from service.dev.file_lock import exclusive_lock
 from service.dev.processes import signal_pid
 from service.errors import DStreamsError
 
@@ -282,13 +283,13 @@ def _private_engine(layout: EngineLayout, dockerd: str) -> Iterator[None]:
     layout.data_root.mkdir(parents=True, exist_ok=True)
     users = (layout.run_dir / "users.lock").open("a")
     try:
-        with _locked(layout.run_dir / "start.lock"):
+        with exclusive_lock(layout.run_dir / "start.lock"):
             if not engine_answers(layout.docker_host):
                 _start_dockerd(layout, dockerd)
             fcntl.flock(users, fcntl.LOCK_SH)
         yield
     finally:
-        with _locked(layout.run_dir / "start.lock"):
+        with exclusive_lock(layout.run_dir / "start.lock"):
             if _last_user(users):
                 stop_private_engine(layout)
         users.close()
@@ -301,16 +302,6 @@ def _last_user(users: IO[str]) -> bool:
     except BlockingIOError:
         return False
     return True
-
-
-@contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _make_private_dir(path: Path) -> None:

@@ -14,7 +14,6 @@ module started and stops again by PID.
 from __future__ import annotations
 
 import base64
-import fcntl
 import hashlib
 import os
 import shutil
@@ -24,12 +23,11 @@ import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from service.dev.file_lock import exclusive_lock
 from service.dev.kafka_security import ClusterSecurity
 from service.dev.leftovers import stop_at_exit, stopped
 from service.dev.ports import free_port
@@ -108,24 +106,15 @@ def kafka_classpath(pom: Path = POM_PATH) -> list[str]:
         msg = f"expected the Kafka pom at {pom}, found nothing; run from a checkout of dstreams."
         raise KafkaClusterError(msg)
     digest = hashlib.sha256(pom.read_bytes()).hexdigest()[:12]
-    cached = cache_dir() / f"classpath-{digest}.txt"
-    with _file_lock(cache_dir() / ".lock"):
+    cache = cache_dir()
+    cached = cache / f"classpath-{digest}.txt"
+    # Parallel test sessions share the cache; one resolves while the others wait for its result.
+    cache.mkdir(parents=True, exist_ok=True)
+    with exclusive_lock(cache / ".lock"):
         jars = _read_cached_classpath(cached)
         if jars is None:
             jars = _resolve_with_maven(pom, cached)
     return jars
-
-
-@contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
-    # Parallel test sessions share the cache; one resolves while the others wait for its result.
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _read_cached_classpath(cached: Path) -> list[str] | None:
