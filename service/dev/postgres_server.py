@@ -28,7 +28,7 @@ from pathlib import Path
 import psycopg
 
 from service.dev.ports import free_port
-from service.dev.processes import StartedOnEnter
+from service.dev.processes import StartedOnEnter, stop_escalating
 from service.errors import DStreamsError
 
 log = logging.getLogger(__name__)
@@ -251,17 +251,7 @@ class LocalPostgres(StartedOnEnter):
 
 def _stop_process(proc: subprocess.Popen[bytes]) -> None:
     """SIGINT is PostgreSQL's fast shutdown; SIGQUIT its immediate one; SIGKILL the last resort."""
-    for sig, wait_s in ((signal.SIGINT, _STOP_TIMEOUT_S), (signal.SIGQUIT, 5.0)):
-        if proc.poll() is not None:
-            return
-        proc.send_signal(sig)
-        try:
-            proc.wait(timeout=wait_s)
-            return
-        except subprocess.TimeoutExpired:
-            log.warning("PostgreSQL PID %s ignored %s for %.0f s", proc.pid, sig.name, wait_s)
-    proc.kill()
-    proc.wait()
+    stop_escalating(proc, "PostgreSQL", ((signal.SIGINT, _STOP_TIMEOUT_S), (signal.SIGQUIT, 5.0)))
 
 
 def _tail(path: Path, lines: int = 30) -> str:

@@ -1,21 +1,25 @@
 """Child processes of the development tooling: started with a log of their own, dying with the
 Python process that started them, and stopped by their PID only (never by name).
 
-`LoggedChild` is one long-running child (a Kafka broker, a Spark daemon); `StartedOnEnter` is a
-local server or cluster that starts on `with` and stops when the block ends.
+`LoggedChild` is one long-running child (a Kafka broker, a Spark daemon); `stop_escalating`
+stops a child with signals of growing force; `StartedOnEnter` is a local server or cluster that
+starts on `with` and stops when the block ends.
 """
 
 from __future__ import annotations
 
 import ctypes
+import logging
 import os
 import signal
 import subprocess
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Self
+
+log = logging.getLogger(__name__)
 
 
 def die_with_parent() -> None:
@@ -36,6 +40,24 @@ def signal_pid(pid: int, signum: signal.Signals) -> None:
         os.kill(pid, signum)
     except ProcessLookupError:
         pass  # exited before the signal
+
+
+def stop_escalating(
+    process: subprocess.Popen[bytes], name: str, steps: Sequence[tuple[signal.Signals, float]]
+) -> None:
+    """Stop `process` by its PID: each `(signal, grace seconds)` of `steps` in turn until it has
+    exited, then SIGKILL; it is reaped either way."""
+    for signum, grace_s in steps:
+        if process.poll() is not None:
+            return
+        process.send_signal(signum)  # none once it has exited and been reaped
+        try:
+            process.wait(timeout=grace_s)
+            return
+        except subprocess.TimeoutExpired:
+            log.warning("%s PID %s ignored %s for %.0f s", name, process.pid, signum.name, grace_s)
+    process.kill()
+    process.wait()
 
 
 class LoggedChild(ABC):
@@ -72,8 +94,8 @@ class LoggedChild(ABC):
 
     def signal(self, signum: signal.Signals) -> None:
         """Send `signum` to the process while it runs."""
-        if self.process is not None and self.running:
-            signal_pid(self.process.pid, signum)
+        if self.process is not None:
+            self.process.send_signal(signum)  # none once it has exited and been reaped
 
     def kill(self) -> None:
         """SIGKILL the process and wait until it is gone; close the log."""

@@ -36,7 +36,7 @@ from typing import IO, Any
 
 from service.dev.leftovers import stop_at_exit, stopped
 from service.dev.ports import free_port
-from service.dev.processes import LoggedChild, StartedOnEnter, signal_pid
+from service.dev.processes import LoggedChild, StartedOnEnter, signal_pid, stop_escalating
 from service.errors import DStreamsError
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
@@ -123,13 +123,8 @@ class _Daemon(LoggedChild):
         self.launch_in(self.home, command, env)  # pyspark's spark-class
 
     def stop(self, grace_s: float = STOP_GRACE_S) -> None:
-        self.signal(signal.SIGTERM)
         if self.process is not None:
-            try:
-                self.process.wait(grace_s)
-            except subprocess.TimeoutExpired:
-                self.signal(signal.SIGKILL)
-                self.process.wait()
+            stop_escalating(self.process, f"Spark {self.name}", ((signal.SIGTERM, grace_s),))
         self.close_log()
 
     def log_tail(self, lines: int = 30) -> str:
