@@ -6,6 +6,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
@@ -13,6 +14,7 @@ import click
 
 from service.dev.kafka_cluster import KAFKA_VERSION, KafkaClusterError, LocalKafkaCluster
 from service.dev.kafka_security import SERVICE_USER, KafkaSecurityError, write_client_files
+from service.dev.processes import StartedOnEnter
 from service.dev.spark_cluster import LocalSparkCluster, SparkClusterError
 from service.driver import class_archive as jvm_archive
 
@@ -84,26 +86,20 @@ def kafka(brokers: int, secure: bool) -> None:
     section for SASL_SSL and one for mutual TLS) and how to pass the generated password;
     the user has no ACLs until you add them (README, Running against a secured cluster).
     """
-    # SIGTERM (docker stop, kill) takes the same orderly path as Ctrl-C. SIGINT is set too: a
-    # shell starts background jobs with it ignored, and `kill -INT` should still stop the brokers.
-    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
     cluster = LocalKafkaCluster(brokers=brokers, secure=secure)
-    try:
-        click.echo(f"Starting Apache Kafka {KAFKA_VERSION} with {brokers} broker(s)...", err=True)
-        cluster.start()
+
+    def announce() -> None:
         _announce(cluster)
         if secure:
             _print_secured_clients(cluster)
-        while True:
-            time.sleep(1)
-    except (KafkaClusterError, KafkaSecurityError) as error:
-        raise click.ClickException(str(error)) from error
-    except KeyboardInterrupt:
-        click.echo("Stopping the brokers...", err=True)
-    finally:
-        cluster.stop()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+
+    _run_until_stopped(
+        cluster,
+        starting=f"Starting Apache Kafka {KAFKA_VERSION} with {brokers} broker(s)...",
+        announce=announce,
+        errors=(KafkaClusterError, KafkaSecurityError),
+        stopping="Stopping the brokers...",
+    )
 
 
 @dev.command()
@@ -118,11 +114,9 @@ def spark(workers: int, cores: int, memory: str) -> None:
       dstreams dev spark --workers 2
       export DSTREAMS_SPARK__MASTER=spark://127.0.0.1:...   # as printed
     """
-    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
     cluster = LocalSparkCluster(workers=workers, cores=cores, memory=memory)
-    try:
-        click.echo(f"Starting a Spark master and {workers} worker(s)...", err=True)
-        cluster.start()
+
+    def announce() -> None:
         click.echo(cluster.master_url)
         hosts = ", ".join(worker.host for worker in cluster.workers)
         click.echo(
@@ -131,12 +125,39 @@ def spark(workers: int, cores: int, memory: str) -> None:
             "Press Ctrl-C to stop.",
             err=True,
         )
+
+    _run_until_stopped(
+        cluster,
+        starting=f"Starting a Spark master and {workers} worker(s)...",
+        announce=announce,
+        errors=(SparkClusterError,),
+        stopping="Stopping the workers and the master...",
+    )
+
+
+def _run_until_stopped(
+    cluster: StartedOnEnter,
+    *,
+    starting: str,
+    announce: Callable[[], None],
+    errors: tuple[type[Exception], ...],
+    stopping: str,
+) -> None:
+    """Start `cluster`, `announce` it, and keep it until Ctrl-C or SIGTERM; stop it either way.
+    An error of `errors` becomes the command's own error message."""
+    # SIGTERM (docker stop, kill) takes the same orderly path as Ctrl-C. SIGINT is set too: a
+    # shell starts background jobs with it ignored, and `kill -INT` should still stop the cluster.
+    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        click.echo(starting, err=True)
+        cluster.start()
+        announce()
         while True:
             time.sleep(1)
-    except SparkClusterError as error:
+    except errors as error:
         raise click.ClickException(str(error)) from error
     except KeyboardInterrupt:
-        click.echo("Stopping the workers and the master...", err=True)
+        click.echo(stopping, err=True)
     finally:
         cluster.stop()
         for sig, handler in previous.items():

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import BeforeValidator, Field, model_validator
 
-from service.config.kafka import KafkaSettings
+from service.config.kafka import KafkaSettings, require_min_insync_within
 from service.config.model import ConfigModel
 from service.config.types import TopicName
 
@@ -50,12 +50,12 @@ class KafkaJournalSettings(ConfigModel):
 
     @model_validator(mode="after")
     def _writable(self) -> KafkaJournalSettings:
-        if self.min_insync_replicas > self.replication_factor:
-            msg = (
-                f"min_insync_replicas ({self.min_insync_replicas}) exceeds replication_factor "
-                f"({self.replication_factor}); no write could ever succeed"
-            )
-            raise ValueError(msg)
+        require_min_insync_within(
+            self.min_insync_replicas,
+            "replication_factor",
+            self.replication_factor,
+            "no write could ever succeed",
+        )
         return self
 
     def build(self, app_id: str, kafka: KafkaSettings) -> KafkaJournal:

@@ -53,13 +53,12 @@ class KafkaSettings(ConfigModel):
 
     @model_validator(mode="after")
     def _reachable_minimum(self) -> KafkaSettings:
-        if self.min_insync_replicas > self.min_replication_factor:
-            msg = (
-                f"min_insync_replicas ({self.min_insync_replicas}) exceeds "
-                f"min_replication_factor ({self.min_replication_factor}); a topic that met both "
-                "could never take a write"
-            )
-            raise ValueError(msg)
+        require_min_insync_within(
+            self.min_insync_replicas,
+            "min_replication_factor",
+            self.min_replication_factor,
+            "a topic that met both could never take a write",
+        )
         return self
 
     @model_validator(mode="after")
@@ -84,6 +83,19 @@ class KafkaSettings(ConfigModel):
         if self.ssl_key_password is not None:
             conf["ssl.key.password"] = self.ssl_key_password.get_secret_value()
         return conf
+
+
+def require_min_insync_within(
+    min_insync_replicas: int, replicas_name: str, replicas: int, consequence: str
+) -> None:
+    """Refuse a `min_insync_replicas` above the replicas a topic has (named `replicas_name`):
+    `acks=all` could then never be met; `consequence` says what that means where it is set."""
+    if min_insync_replicas > replicas:
+        msg = (
+            f"min_insync_replicas ({min_insync_replicas}) exceeds {replicas_name} ({replicas}); "
+            f"{consequence}"
+        )
+        raise ValueError(msg)
 
 
 class SchemaRegistrySettings(ConfigModel):

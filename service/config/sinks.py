@@ -1,11 +1,13 @@
 """The settings of each kind of sink (`sinks.<name>`) and of the dead-letter sink.
 
-Each kind is one model of a discriminated union on `type` and builds its sink with `build(...)`:
+Each kind is one model of a discriminated union on `type` and builds its sink with
+`build(where)`, `where` being the `SinkBuildContext` every kind is built in:
 an unknown kind cannot get past validation, and no other code decides which class a kind means.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field, SecretStr, model_validator
@@ -23,6 +25,21 @@ if TYPE_CHECKING:
     from sinks.files import FileSink
     from sinks.kafka import KafkaSink
     from sinks.postgres import PostgresSink
+
+
+@dataclass(frozen=True)
+class SinkBuildContext:
+    """Where a sink is built: the settings outside `sinks.<name>` that a kind may need.
+
+    One value for every kind, so that adding what one kind needs changes no other signature.
+    """
+
+    kafka: KafkaSettings
+    default_partitions: int
+    """Partitions of a shuffle (and of a created topic that names none)."""
+    registry: SchemaRegistrySettings | None = None
+    local_master: bool = False
+    """Whether the configured Spark master is local (where a Kafka sink's transactions run)."""
 
 
 class KafkaSinkSettings(ConfigModel):
@@ -44,30 +61,23 @@ class KafkaSinkSettings(ConfigModel):
     def needs_registry(self) -> bool:
         return self.format == "avro" and self.avro.schema_file is None
 
-    def build(
-        self,
-        kafka: KafkaSettings,
-        default_partitions: int,
-        registry: SchemaRegistrySettings | None = None,
-        *,
-        local_master: bool = False,
-    ) -> KafkaSink:
+    def build(self, where: SinkBuildContext) -> KafkaSink:
         from sinks.kafka import KafkaSink
 
-        partitions = self.partitions or default_partitions
+        partitions = self.partitions or where.default_partitions
         return KafkaSink(
-            kafka.librdkafka_config(),
+            where.kafka.librdkafka_config(),
             self.topic,
-            avro=self.avro.output(registry) if self.format == "avro" else None,
+            avro=self.avro.output(where.registry) if self.format == "avro" else None,
             serializer="json" if self.format == "avro" else self.format,
             partitions=partitions,
             replication_factor=self.replication_factor,
             transaction_timeout_ms=self.transaction_timeout_ms,
             # Marker partitions made at setup, for the usual number of tasks (a shuffle's, or
             # the topic's); the sink adds more before a write job with more tasks.
-            marker_partitions=max(partitions, default_partitions),
+            marker_partitions=max(partitions, where.default_partitions),
             write_from=self.write_from,
-            local_master=local_master,
+            local_master=where.local_master,
         )
 
 
@@ -106,14 +116,7 @@ class PostgresSinkSettings(ConfigModel):
     def needs_registry(self) -> bool:
         return False
 
-    def build(
-        self,
-        kafka: KafkaSettings,
-        default_partitions: int,
-        registry: SchemaRegistrySettings | None = None,
-        *,
-        local_master: bool = False,
-    ) -> PostgresSink:
+    def build(self, where: SinkBuildContext) -> PostgresSink:
         from sinks.postgres import PostgresSink
 
         return PostgresSink(
@@ -145,14 +148,7 @@ class FilesSinkSettings(ConfigModel):
     def needs_registry(self) -> bool:
         return False
 
-    def build(
-        self,
-        kafka: KafkaSettings,
-        default_partitions: int,
-        registry: SchemaRegistrySettings | None = None,
-        *,
-        local_master: bool = False,
-    ) -> FileSink:
+    def build(self, where: SinkBuildContext) -> FileSink:
         from sinks.files import FileSink
 
         return FileSink(self.path, avro_schema=self.avro.schema_text)
@@ -164,14 +160,7 @@ class ConsoleSinkSettings(ConfigModel):
     def needs_registry(self) -> bool:
         return False
 
-    def build(
-        self,
-        kafka: KafkaSettings,
-        default_partitions: int,
-        registry: SchemaRegistrySettings | None = None,
-        *,
-        local_master: bool = False,
-    ) -> ConsoleSink:
+    def build(self, where: SinkBuildContext) -> ConsoleSink:
         from sinks.console import ConsoleSink
 
         return ConsoleSink()
@@ -181,8 +170,7 @@ SinkSettings = Annotated[
     KafkaSinkSettings | PostgresSinkSettings | FilesSinkSettings | ConsoleSinkSettings,
     Field(discriminator="type"),
 ]
-"""One output's sink; every member has `build(kafka, default_partitions, registry, *,
-local_master)` (whether the configured Spark master is local) and `needs_registry()`."""
+"""One output's sink; every member has `build(where: SinkBuildContext)` and `needs_registry()`."""
 
 
 class DeadLetterSettings(ConfigModel):

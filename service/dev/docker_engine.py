@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Literal
 
+from service.dev.file_lock import exclusive_lock
+from service.dev.processes import signal_pid
 from service.errors import DStreamsError
 
 DOCKER_HOST_ENV = "DOCKER_HOST"
@@ -281,13 +283,13 @@ def _private_engine(layout: EngineLayout, dockerd: str) -> Iterator[None]:
     layout.data_root.mkdir(parents=True, exist_ok=True)
     users = (layout.run_dir / "users.lock").open("a")
     try:
-        with _locked(layout.run_dir / "start.lock"):
+        with exclusive_lock(layout.run_dir / "start.lock"):
             if not engine_answers(layout.docker_host):
                 _start_dockerd(layout, dockerd)
             fcntl.flock(users, fcntl.LOCK_SH)
         yield
     finally:
-        with _locked(layout.run_dir / "start.lock"):
+        with exclusive_lock(layout.run_dir / "start.lock"):
             if _last_user(users):
                 stop_private_engine(layout)
         users.close()
@@ -300,16 +302,6 @@ def _last_user(users: IO[str]) -> bool:
     except BlockingIOError:
         return False
     return True
-
-
-@contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _make_private_dir(path: Path) -> None:
@@ -356,7 +348,7 @@ def _wait_until_answering(layout: EngineLayout, process: subprocess.Popen[bytes]
         exited = process.poll() is not None
         if exited or time.monotonic() > deadline:
             # Its containerd dies with it (dockerd starts it with a parent-death signal).
-            _signal(process.pid, signal.SIGKILL)
+            signal_pid(process.pid, signal.SIGKILL)
             process.wait()
             _STARTED.pop(process.pid, None)
             msg = (
@@ -384,12 +376,12 @@ def stop_private_engine(layout: EngineLayout) -> None:
     pid = _private_engine_pid(layout)
     if pid is None:
         return
-    _signal(pid, signal.SIGTERM)
+    signal_pid(pid, signal.SIGTERM)
     deadline = time.monotonic() + STOP_TIMEOUT_S
     while _alive(pid) and time.monotonic() < deadline:
         time.sleep(0.2)
     if _alive(pid):
-        _signal(pid, signal.SIGKILL)
+        signal_pid(pid, signal.SIGKILL)
         while _alive(pid):
             time.sleep(0.1)
     _STARTED.pop(pid, None)
@@ -422,13 +414,6 @@ def _alive(pid: int) -> bool:
     except (OSError, IndexError):
         return False
     return state != "Z"
-
-
-def _signal(pid: int, signum: signal.Signals) -> None:
-    try:
-        os.kill(pid, signum)
-    except ProcessLookupError:
-        pass  # already gone
 
 
 def _log_tail(path: Path) -> str:

@@ -21,7 +21,6 @@ machine that can pull them, such as a CI runner.
 from __future__ import annotations
 
 import argparse
-import fcntl
 import hashlib
 import os
 import platform
@@ -46,6 +45,7 @@ from service.dev.docker_engine import (
     docker_sdk,
     engine_environment,
 )
+from service.dev.file_lock import exclusive_lock
 from service.dev.kafka_cluster import KAFKA_VERSION, kafka_classpath
 from service.errors import DStreamsError
 
@@ -323,12 +323,8 @@ class ImageBuilder:
 def _locked(cache: Path, name: str) -> Iterator[None]:
     # Two sessions needing the same image or wheels: one makes it, the other waits and finds it.
     cache.mkdir(parents=True, exist_ok=True)
-    with (cache / f"{name}.lock").open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    with exclusive_lock(cache / f"{name}.lock"):
+        yield
 
 
 def write_context(archive: IO[bytes], context: Context) -> None:

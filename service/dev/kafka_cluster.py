@@ -14,8 +14,6 @@ module started and stops again by PID.
 from __future__ import annotations
 
 import base64
-import ctypes
-import fcntl
 import hashlib
 import os
 import shutil
@@ -25,16 +23,15 @@ import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import IO, Any
 
+from service.dev.file_lock import exclusive_lock
 from service.dev.kafka_security import ClusterSecurity
 from service.dev.leftovers import stop_at_exit, stopped
 from service.dev.ports import free_port
+from service.dev.processes import LoggedChild, StartedOnEnter
 from service.errors import DStreamsError
 
 KAFKA_VERSION = "4.1.1"
@@ -109,24 +106,15 @@ def kafka_classpath(pom: Path = POM_PATH) -> list[str]:
         msg = f"expected the Kafka pom at {pom}, found nothing; run from a checkout of dstreams."
         raise KafkaClusterError(msg)
     digest = hashlib.sha256(pom.read_bytes()).hexdigest()[:12]
-    cached = cache_dir() / f"classpath-{digest}.txt"
-    with _file_lock(cache_dir() / ".lock"):
+    cache = cache_dir()
+    cached = cache / f"classpath-{digest}.txt"
+    # Parallel test sessions share the cache; one resolves while the others wait for its result.
+    cache.mkdir(parents=True, exist_ok=True)
+    with exclusive_lock(cache / ".lock"):
         jars = _read_cached_classpath(cached)
         if jars is None:
             jars = _resolve_with_maven(pom, cached)
     return jars
-
-
-@contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
-    # Parallel test sessions share the cache; one resolves while the others wait for its result.
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _read_cached_classpath(cached: Path) -> list[str] | None:
@@ -177,15 +165,6 @@ def _resolve_with_maven(pom: Path, cached: Path) -> list[str]:
 # --- Processes --------------------------------------------------------------------------------
 
 
-def _die_with_parent() -> None:
-    # If the Python process dies without calling stop() (SIGKILL, OOM), its brokers must not linger
-    # on a shared machine. PR_SET_PDEATHSIG fires when the *thread* that forked exits, so brokers
-    # are started from the thread that owns the cluster (in practice, the main thread).
-    pr_set_pdeathsig = 1
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
-
-
 def _port_open(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.settimeout(0.5)
@@ -218,19 +197,11 @@ def new_cluster_id() -> str:
             return text
 
 
-def _signal_process(process: subprocess.Popen[bytes], signum: signal.Signals) -> None:
-    if process.poll() is None:
-        try:
-            os.kill(process.pid, signum)
-        except ProcessLookupError:
-            pass  # exited between poll() and kill()
-
-
 # --- One broker -------------------------------------------------------------------------------
 
 
 @dataclass
-class _Broker:
+class _Broker(LoggedChild):
     """One combined broker+controller node: its ports, files and (while running) its process."""
 
     node_id: int
@@ -252,39 +223,14 @@ class _Broker:
     def log_path(self) -> Path:
         return self.home / "broker.log"
 
-    @property
-    def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
     def launch(self, command: list[str]) -> None:
-        self._close_log()
-        self._log = self.log_path.open("ab")
-        self.process = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            cwd=self.home,
-            start_new_session=True,  # Ctrl-C reaches Python, which stops the brokers in order
-            preexec_fn=_die_with_parent,
-        )
-
-    def kill(self) -> None:
-        if self.process is not None:
-            _signal_process(self.process, signal.SIGKILL)
-            self.process.wait()
-        self._close_log()
-
-    def _close_log(self) -> None:
-        if self._log is not None:
-            self._log.close()
-            self._log = None
+        self.launch_in(self.home, command, env=None)
 
 
 # --- The cluster ------------------------------------------------------------------------------
 
 
-class LocalKafkaCluster:
+class LocalKafkaCluster(StartedOnEnter):
     """A KRaft cluster of 1 or 3 combined broker+controller nodes on 127.0.0.1 free ports.
 
     One broker: internal topics with replication factor 1. Three brokers: a 3-voter controller
@@ -312,18 +258,6 @@ class LocalKafkaCluster:
         self._security: ClusterSecurity | None = None
 
     # -- public API --
-
-    def __enter__(self) -> LocalKafkaCluster:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     @property
     def bootstrap_servers(self) -> str:
@@ -398,9 +332,9 @@ class LocalKafkaCluster:
         """
         discarding = self._owns_workdir and not keep_workdir
         # All at once: stopped one by one, the last nodes of a quorum wait for each other.
+        for broker in self._brokers:
+            broker.signal(signal.SIGKILL if discarding else signal.SIGTERM)
         processes = [b.process for b in self._brokers if b.process is not None]
-        for process in processes:
-            _signal_process(process, signal.SIGKILL if discarding else signal.SIGTERM)
         deadline = time.monotonic() + (0.0 if discarding else STOP_GRACE_S)
         for process in processes:
             try:

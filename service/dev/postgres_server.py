@@ -24,11 +24,11 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from types import TracebackType
 
 import psycopg
 
 from service.dev.ports import free_port
+from service.dev.processes import StartedOnEnter, stop_escalating
 from service.errors import DStreamsError
 
 log = logging.getLogger(__name__)
@@ -115,7 +115,7 @@ class _RunAs:
             )
 
 
-class LocalPostgres:
+class LocalPostgres(StartedOnEnter):
     """One throwaway PostgreSQL server in a temp dir; a context manager (start on enter)."""
 
     def __init__(self, bin_dir: Path | None = None, user: str = "postgres") -> None:
@@ -248,31 +248,10 @@ class LocalPostgres:
             self.base_dir = None
         self.port = None
 
-    def __enter__(self) -> LocalPostgres:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
 
 def _stop_process(proc: subprocess.Popen[bytes]) -> None:
     """SIGINT is PostgreSQL's fast shutdown; SIGQUIT its immediate one; SIGKILL the last resort."""
-    for sig, wait_s in ((signal.SIGINT, _STOP_TIMEOUT_S), (signal.SIGQUIT, 5.0)):
-        if proc.poll() is not None:
-            return
-        proc.send_signal(sig)
-        try:
-            proc.wait(timeout=wait_s)
-            return
-        except subprocess.TimeoutExpired:
-            log.warning("PostgreSQL PID %s ignored %s for %.0f s", proc.pid, sig.name, wait_s)
-    proc.kill()
-    proc.wait()
+    stop_escalating(proc, "PostgreSQL", ((signal.SIGINT, _STOP_TIMEOUT_S), (signal.SIGQUIT, 5.0)))
 
 
 def _tail(path: Path, lines: int = 30) -> str:

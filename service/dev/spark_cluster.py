@@ -20,7 +20,6 @@ loopback either way.
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import shutil
@@ -33,11 +32,11 @@ import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import IO, Any
 
 from service.dev.leftovers import stop_at_exit, stopped
 from service.dev.ports import free_port
+from service.dev.processes import LoggedChild, StartedOnEnter, signal_pid, stop_escalating
 from service.errors import DStreamsError
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
@@ -97,7 +96,7 @@ def command_line(pid: int) -> list[str]:
 
 
 @dataclass
-class _Daemon:
+class _Daemon(LoggedChild):
     """One master or worker JVM: its address, files and (while running) its process."""
 
     name: str
@@ -113,10 +112,6 @@ class _Daemon:
         return self.home / f"{self.name}.log"
 
     @property
-    def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    @property
     def pid(self) -> int:
         if self.process is None:
             msg = f"{self.name} was never started"
@@ -125,40 +120,12 @@ class _Daemon:
 
     def launch(self, command: list[str], env: dict[str, str]) -> None:
         self.home.mkdir(parents=True, exist_ok=True)
-        self.close_log()
-        self._log = self.log_path.open("ab")
-        self.process = subprocess.Popen(  # noqa: S603 - pyspark's spark-class, fixed argv
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            cwd=self.home,
-            env=env,
-            start_new_session=True,  # Ctrl-C reaches Python, which stops the daemons in order
-            preexec_fn=_die_with_parent,
-        )
-
-    def signal(self, signum: signal.Signals) -> None:
-        if self.running:
-            try:
-                os.kill(self.pid, signum)
-            except ProcessLookupError:
-                pass  # exited between the check and the signal
+        self.launch_in(self.home, command, env)  # pyspark's spark-class
 
     def stop(self, grace_s: float = STOP_GRACE_S) -> None:
-        self.signal(signal.SIGTERM)
         if self.process is not None:
-            try:
-                self.process.wait(grace_s)
-            except subprocess.TimeoutExpired:
-                self.signal(signal.SIGKILL)
-                self.process.wait()
+            stop_escalating(self.process, f"Spark {self.name}", ((signal.SIGTERM, grace_s),))
         self.close_log()
-
-    def close_log(self) -> None:
-        if self._log is not None:
-            self._log.close()
-            self._log = None
 
     def log_tail(self, lines: int = 30) -> str:
         if not self.log_path.is_file():
@@ -166,7 +133,7 @@ class _Daemon:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
 
-class LocalSparkCluster:
+class LocalSparkCluster(StartedOnEnter):
     """A Spark standalone master and `workers` workers (`cores` and `memory` each) on loopback."""
 
     def __init__(
@@ -204,18 +171,6 @@ class LocalSparkCluster:
 
     # --- life cycle ---------------------------------------------------------------------------
 
-    def __enter__(self) -> LocalSparkCluster:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
     def start(self) -> None:
         """Start the master, then every worker; return once the master counts them all alive."""
         stop_at_exit(self)
@@ -239,18 +194,14 @@ class LocalSparkCluster:
             worker.stop()
         self.master.stop()
         for pid in executors:
-            _kill_quietly(pid)
+            signal_pid(pid, signal.SIGKILL)
         stopped(self)
         if self._own_workdir and not keep_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
     def kill_worker(self, index: int) -> None:
         """SIGKILL worker `index`; its executors notice their worker is gone and exit."""
-        worker = self.workers[index]
-        worker.signal(signal.SIGKILL)
-        if worker.process is not None:
-            worker.process.wait()
-        worker.close_log()
+        self.workers[index].kill()
 
     def restart_worker(self, index: int) -> None:
         """Start worker `index` again (after `kill_worker`) and wait until the master has it."""
@@ -355,17 +306,3 @@ def _listening(host: str, port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.settimeout(0.5)
         return sock.connect_ex((host, port)) == 0
-
-
-def _die_with_parent() -> None:
-    # If the Python process dies without calling stop() (SIGKILL, OOM), its daemons must not
-    # linger on a shared machine. The setting survives spark-class's exec of java.
-    pr_set_pdeathsig = 1
-    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
-
-
-def _kill_quietly(pid: int) -> None:
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from service.config.settings import Settings
+from service.config.sinks import SinkBuildContext
 from service.errors import ConfigError
 from service.graph.context import StreamingContext
 from service.graph.kafka_source import KafkaSource
@@ -46,10 +47,12 @@ def make_sink(settings: Settings, name: str) -> Sink:
         msg = f"the job writes output {name!r}, but sinks.{name} is not configured (known: {known})"
         raise ConfigError(msg)
     return sink.build(
-        settings.kafka,
-        settings.default_partitions,
-        settings.schema_registry,
-        local_master=settings.spark.parsed_master.is_local,
+        SinkBuildContext(
+            settings.kafka,
+            settings.default_partitions,
+            settings.schema_registry,
+            local_master=settings.spark.parsed_master.is_local,
+        )
     )
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from service.config.settings import InvalidConfig, KafkaSinkSettings, Settings, load_settings
+from service.config.sinks import SinkBuildContext
 from service.driver.wiring import make_sink
 from service.errors import ConfigError
 from sinks.kafka import KafkaSink
@@ -88,7 +89,7 @@ def test_the_setting_reaches_the_sink(tmp_path: Path) -> None:
     settings = load_settings(path, {})
     chosen = settings.sinks["counts"]
     assert isinstance(chosen, KafkaSinkSettings)
-    assert chosen.build(settings.kafka, 4).write_from == "driver"
+    assert chosen.build(SinkBuildContext(settings.kafka, 4)).write_from == "driver"
 
     path.write_text(CONFIG % "")
     default = load_settings(path, {}).sinks["counts"]
