@@ -894,3 +894,212 @@ def test_object_store_checkpoints_need_no_volume(render: Render) -> None:
         }
     )
     assert "PersistentVolumeClaim" not in _kinds(docs)
+
+
+# --- extra volumes and environment, identity, Spark UI, disruption budget -----------------------
+
+# A TLS-secured Kafka: the cluster's CA and the client's certificate, mounted from Secrets.
+EXTRAS: dict[str, Any] = {
+    "extraVolumes": [
+        {"name": "kafka-ca", "secret": {"secretName": "my-cluster-cluster-ca-cert"}},
+        {"name": "kafka-user", "secret": {"secretName": "dstreams"}},
+    ],
+    "extraVolumeMounts": [
+        {"name": "kafka-ca", "mountPath": "/etc/kafka/ca", "readOnly": True},
+        {"name": "kafka-user", "mountPath": "/etc/kafka/user", "readOnly": True},
+    ],
+    "extraEnv": [{"name": "JAVA_TOOL_OPTIONS", "value": "-Xss4m"}],
+    "envFrom": [{"secretRef": {"name": "cloud-credentials"}, "prefix": "AWS_"}],
+    "config": {"kafka": {"ssl_ca_location": "/etc/kafka/ca/ca.crt"}},
+}
+IDENTITY = {"eks.amazonaws.com/role-arn": "arn:aws:iam::111122223333:role/dstreams"}
+
+
+def _assert_extras_in(pod: dict[str, Any], container: dict[str, Any]) -> None:
+    volumes = {volume["name"]: volume for volume in pod["volumes"]}
+    for volume in EXTRAS["extraVolumes"]:
+        assert volumes[volume["name"]] == volume
+    for mount in EXTRAS["extraVolumeMounts"]:
+        assert mount in container["volumeMounts"]
+    assert _env(container)["JAVA_TOOL_OPTIONS"] == {"name": "JAVA_TOOL_OPTIONS", "value": "-Xss4m"}
+    assert container["envFrom"] == EXTRAS["envFrom"]
+    # The chart's own volumes stay.
+    assert {"config", "state", "scratch"} & set(volumes) >= {"state", "scratch"}
+
+
+def test_extra_volumes_and_env_reach_the_driver_and_the_standby(render: Render) -> None:
+    docs = render(STANDBY, EXTRAS)
+    assert _one(docs, "Deployment")["spec"]["replicas"] == 2  # one pod spec for both
+    _assert_extras_in(_pod(docs), _container(docs))
+    assert "config" in {volume["name"] for volume in _pod(docs)["volumes"]}
+
+
+def test_extra_volumes_and_env_reach_the_executors(render: Render) -> None:
+    template = _executor_pod(render(KUBERNETES, EXTRAS))
+    (executor,) = template["spec"]["containers"]
+    _assert_extras_in(template["spec"], executor)
+    assert _env(executor)["HOME"]["value"] == "/tmp"
+
+
+def test_without_extras_the_executor_template_is_unchanged(
+    on_kubernetes: list[dict[str, Any]],
+) -> None:
+    (executor,) = _executor_pod(on_kubernetes)["spec"]["containers"]
+    assert executor["env"] == [{"name": "HOME", "value": "/tmp"}]
+    assert "envFrom" not in executor
+    assert {v["name"] for v in _executor_pod(on_kubernetes)["spec"]["volumes"]} == {
+        "state",
+        "scratch",
+    }
+
+
+def test_extra_volumes_cannot_take_the_charts_own_names(helm: str) -> None:
+    result = _template(helm, "--set", "extraVolumes[0].name=state,extraVolumes[0].emptyDir=null")
+    assert result.returncode != 0
+    assert "the chart's own volume" in result.stderr
+
+
+def test_service_account_annotations_in_kubernetes_mode(render: Render) -> None:
+    docs = render(KUBERNETES, {"serviceAccount": {"annotations": IDENTITY}})
+    account = _one(docs, "ServiceAccount")
+    assert account["metadata"]["annotations"] == IDENTITY
+    template = _executor_pod(docs)["spec"]
+    # Executors take the identity, still without the account's API token.
+    assert template["serviceAccountName"] == account["metadata"]["name"]
+    assert template["automountServiceAccountToken"] is False
+    assert _pod(docs)["serviceAccountName"] == account["metadata"]["name"]
+
+
+def test_service_account_annotations_in_local_mode_make_an_account(
+    render: Render, defaults: list[dict[str, Any]]
+) -> None:
+    assert "ServiceAccount" not in _kinds(defaults)
+    docs = render({"serviceAccount": {"annotations": IDENTITY}})
+    account = _one(docs, "ServiceAccount")
+    assert account["metadata"]["annotations"] == IDENTITY
+    assert account["automountServiceAccountToken"] is False
+    assert not {"Role", "RoleBinding"} & set(_kinds(docs))  # an identity, no API access
+    assert _pod(docs)["serviceAccountName"] == account["metadata"]["name"]
+    assert _pod(docs)["automountServiceAccountToken"] is False
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"serviceAccountName": "mine"},
+        {
+            **KUBERNETES,
+            "spark": {
+                "mode": "kubernetes",
+                "kubernetes": {"serviceAccount": {"create": False, "name": "mine"}},
+            },
+        },
+    ],  # fmt: skip
+    ids=["local", "kubernetes"],
+)
+def test_service_account_annotations_need_the_charts_own_account(
+    helm: str, tmp_path: Path, values: dict[str, Any]
+) -> None:
+    layered = _merged(values, {"serviceAccount": {"annotations": IDENTITY}})
+    result = _template(helm, "-f", str(_write_values(tmp_path / "values.yaml", layered)))
+    assert result.returncode != 0
+    assert "annotate" in result.stderr
+
+
+def test_spark_ui_is_off_by_default(defaults: list[dict[str, Any]]) -> None:
+    assert [port["name"] for port in _container(defaults)["ports"]] == ["http"]
+    assert [port["name"] for port in _one(defaults, "Service")["spec"]["ports"]] == ["http"]
+    assert "spark.ui.enabled" not in _config_file(defaults)["spark"]["conf"]
+
+
+@pytest.mark.parametrize("mode", [{}, KUBERNETES], ids=["local", "kubernetes"])
+def test_spark_ui_port_on_the_container_and_the_service(
+    render: Render, tmp_path: Path, mode: dict[str, Any]
+) -> None:
+    docs = render(mode, {"sparkUI": {"enabled": True, "port": 4041}})
+    ports = {port["name"]: port["containerPort"] for port in _container(docs)["ports"]}
+    assert ports["spark-ui"] == 4041
+    (service,) = [
+        d for d in docs if d["kind"] == "Service" and d["spec"].get("clusterIP") != "None"
+    ]
+    assert {"name": "spark-ui", "port": 4041, "targetPort": "spark-ui", "protocol": "TCP"} in (
+        service["spec"]["ports"]
+    )
+    config = tmp_path / "config.yaml"
+    config.write_text(_one(docs, "ConfigMap")["data"]["config.yaml"])
+    conf = load_settings(config, {}).spark.conf
+    assert (conf["spark.ui.enabled"], conf["spark.ui.port"]) == ("true", "4041")
+
+
+def test_spark_ui_port_must_be_free(helm: str) -> None:
+    result = _template(helm, "--set", "sparkUI.enabled=true,sparkUI.port=8080")
+    assert result.returncode != 0
+    assert "sparkUI.port 8080" in result.stderr
+
+
+def test_disruption_budget_covers_driver_and_standby(
+    render: Render, defaults: list[dict[str, Any]]
+) -> None:
+    assert "PodDisruptionBudget" not in _kinds(defaults)  # one pod: a budget would block drains
+    docs = render(STANDBY)
+    budget = _one(docs, "PodDisruptionBudget")["spec"]
+    labels = _one(docs, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert _matches(budget["selector"]["matchLabels"], labels)
+    assert budget["maxUnavailable"] == 1
+    assert budget["unhealthyPodEvictionPolicy"] == "AlwaysAllow"  # the unready standby may go
+    off = render(STANDBY, {"podDisruptionBudget": {"enabled": False}})
+    assert "PodDisruptionBudget" not in _kinds(off)
+
+
+@pytest.mark.parametrize(
+    "typo",
+    [
+        "extraVolume[0].name=x",
+        "extraVolumeMounts[0].name=x,extraVolumeMounts[0].mountpath=/x",
+        "envFrom[0].secretref.name=x",
+        "serviceAccount.anotations.a=b",
+        "sparkUI.enable=true",
+        "podDisruptionBudget.enable=false",
+    ],
+)
+def test_schema_rejects_typos_in_the_new_values(helm: str, typo: str) -> None:
+    result = _template(helm, "--set", typo)
+    assert result.returncode != 0
+    assert "schema" in result.stderr.lower(), result.stderr
+
+
+EXTRAS_EVERYWHERE: dict[str, Any] = _merged(
+    _merged(KUBERNETES, EXTRAS),
+    {"serviceAccount": {"annotations": IDENTITY}, "sparkUI": {"enabled": True}},
+)
+EXTRAS_STANDBY: dict[str, Any] = _merged(
+    _merged(STANDBY, EXTRAS),
+    {"serviceAccount": {"annotations": IDENTITY}, "sparkUI": {"enabled": True}},
+)
+
+
+@pytest.mark.parametrize(
+    "values", [EXTRAS_EVERYWHERE, EXTRAS_STANDBY], ids=["kubernetes", "standby"]
+)
+def test_new_values_render_valid_manifests(
+    helm: str, kubeconform: list[str], tmp_path: Path, values: dict[str, Any]
+) -> None:
+    path = _write_values(tmp_path / "values.yaml", values)
+    rendered = _template(helm, "-f", str(path))
+    assert rendered.returncode == 0, rendered.stderr
+    manifests = tmp_path / "manifests.yaml"
+    manifests.write_text(rendered.stdout)
+    result = _run(*kubeconform, str(manifests))
+    assert result.returncode == 0, result.stdout + result.stderr
+    # The executor pod template is a manifest too, inside the ConfigMap.
+    docs = [doc for doc in yaml.safe_load_all(rendered.stdout) if doc]
+    if "executor-pod.yaml" in _one(docs, "ConfigMap")["data"]:
+        (tmp_path / "executor.yaml").write_text(
+            _one(docs, "ConfigMap")["data"]["executor-pod.yaml"]
+        )
+        result = _run(*kubeconform, str(tmp_path / "executor.yaml"))
+        assert result.returncode == 0, result.stdout + result.stderr
+    lint = _run(
+        helm, "lint", "--strict", str(CHART), "--kube-version", KUBE_VERSION, "-f", str(path)
+    )
+    assert lint.returncode == 0, lint.stdout + lint.stderr
