@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -257,7 +258,9 @@ def test_standby_runs_a_second_driver_that_waits(render: Render, helm: str, tmp_
 def test_standby_refuses_what_two_driver_pods_cannot_share(
     helm: str, tmp_path: Path, values: dict[str, Any], message: str
 ) -> None:
-    path = _write_values(tmp_path / "values.yaml", _merged(STANDBY, values))
+    # Each case replaces one of STANDBY's top-level keys whole: a file journal must not keep the
+    # Kafka journal's topic, which the config's schema would refuse before the chart's check.
+    path = _write_values(tmp_path / "values.yaml", {**STANDBY, **values})
     result = _template(helm, "-f", str(path))
     assert result.returncode != 0
     assert message in result.stderr
@@ -465,7 +468,18 @@ def test_credentials_arrive_only_through_secret_refs(full: list[dict[str, Any]])
         ),
         ({"config": {"spark": {"secret_conf": {"spark.ssl.keyPassword": CANARY}}}}, "secret_conf"),
         (
-            {"config": {"sinks": {"db": {"type": "postgres", "dsn": CANARY_DSN}}}},
+            {
+                "config": {
+                    "sinks": {
+                        "db": {
+                            "type": "postgres",
+                            "table": "t",
+                            "columns": ["a"],
+                            "dsn": CANARY_DSN,
+                        }
+                    }
+                }
+            },
             "config.sinks.db.dsn",
         ),
         ({"env": {"DSTREAMS_KAFKA__SASL_PASSWORD": CANARY}}, "DSTREAMS_KAFKA__SASL_PASSWORD"),
@@ -910,7 +924,7 @@ EXTRAS: dict[str, Any] = {
     ],
     "extraEnv": [{"name": "JAVA_TOOL_OPTIONS", "value": "-Xss4m"}],
     "envFrom": [{"secretRef": {"name": "cloud-credentials"}, "prefix": "AWS_"}],
-    "config": {"kafka": {"ssl_ca_location": "/etc/kafka/ca/ca.crt"}},
+    "config": {"kafka": {"properties": {"ssl.ca.location": "/etc/kafka/ca/ca.crt"}}},
 }
 IDENTITY = {"eks.amazonaws.com/role-arn": "arn:aws:iam::111122223333:role/dstreams"}
 
@@ -1103,3 +1117,94 @@ def test_new_values_render_valid_manifests(
         helm, "lint", "--strict", str(CHART), "--kube-version", KUBE_VERSION, "-f", str(path)
     )
     assert lint.returncode == 0, lint.stdout + lint.stderr
+
+
+# --- the configuration's schema in values.schema.json ---------------------------------------
+
+SCHEMA_GENERATOR = ROOT / "devtools" / "chart_config_schema.py"
+
+
+def test_the_charts_config_schema_is_the_services_own() -> None:
+    result = subprocess.run(
+        [sys.executable, str(SCHEMA_GENERATOR), "--check"],
+        capture_output=True, text=True, timeout=120, check=False,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert result.returncode == 0, (
+        f"{result.stderr}\nvalues.schema.json's `config` differs from `dstreams config schema`; "
+        f"run `.venv/bin/python devtools/chart_config_schema.py` and commit the result"
+    )
+
+
+def test_the_config_schema_stands_alone_in_values_schema() -> None:
+    """Helm resolves a `#/$defs/...` pointer against values.schema.json's root: none may remain."""
+    text = (CHART / "values.schema.json").read_text()
+    schema = json.loads(text)
+    assert "$ref" not in text and "$defs" not in text
+    config = schema["properties"]["config"]
+    assert config["additionalProperties"] is False
+    assert {"app_id", "job", "kafka", "sinks", "journal"} <= set(config["properties"])
+
+
+@pytest.mark.parametrize(
+    ("typo", "where"),
+    [
+        ("config.batch_intervall_ms=1000", "'/config'"),
+        ("config.kafka.bootstrap_server=kafka:9092", "'/config/kafka'"),
+        ("config.journal.pat=/x", "'/config/journal'"),
+        ("config.sources.lines.topic=lines", "'/config/sources/lines'"),
+        ("config.http.port=http", "'/config/http/port'"),
+    ],
+)
+def test_a_typo_in_config_fails_lint_and_template(helm: str, typo: str, where: str) -> None:
+    for command in ("lint", "template"):
+        result = _run(helm, command, *(["demo"] if command == "template" else []),
+                      str(CHART), "--kube-version", KUBE_VERSION, "--set", typo)  # fmt: skip
+        assert result.returncode != 0, f"helm {command} accepted {typo}"
+        output = result.stdout + result.stderr
+        assert "schema" in output and where in output, output
+
+
+def test_a_good_config_passes_lint(helm: str, tmp_path: Path) -> None:
+    good = {
+        "config": {
+            "sources": {"lines": {"topics": ["lines"], "starting_offsets": "earliest"}},
+            "sinks": {
+                "counts": {"type": "kafka", "topic": "counts", "replication_factor": 3},
+                "table": {"type": "postgres", "table": "counts", "columns": ["word", "n"]},
+                "out": {"type": "files", "path": "/var/lib/dstreams/out"},
+            },
+            "kafka": {"properties": {"security.protocol": "SSL"}},
+        },
+        "secrets": {"sinkDsns": {"table": {"secretName": "db", "key": "dsn"}}},
+    }
+    path = _write_values(tmp_path / "good.yaml", good)
+    result = _run(
+        helm, "lint", "--strict", str(CHART), "--kube-version", KUBE_VERSION, "-f", str(path)
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    "values",
+    [KUBERNETES, STANDBY, {"sparkUI": {"enabled": True}}, FULL],
+    ids=["kubernetes", "standby", "spark-ui", "full"],
+)
+def test_what_the_chart_writes_into_the_config_meets_the_schema(
+    helm: str, render: Render, tmp_path: Path, values: dict[str, Any]
+) -> None:
+    """The keys templates set (Spark's master, address and conf; the file journal's path) are
+    valid config too: the rendered file, given back as `config`, passes the schema."""
+    rendered = _config_file(render(values))
+    path = _write_values(tmp_path / "again.yaml", {"config": rendered})
+    result = _template(helm, "-f", str(path))
+    assert result.returncode == 0, result.stderr
+
+
+def test_a_kafka_journal_release_carries_no_file_path(render: Render, tmp_path: Path) -> None:
+    docs = render(STANDBY)
+    config = tmp_path / "config.yaml"
+    config.write_text(_one(docs, "ConfigMap")["data"]["config.yaml"])
+    journal = load_settings(config, {}).journal
+    assert journal.type == "kafka"
+    assert "path" not in _config_file(docs)["journal"]
