@@ -1043,6 +1043,10 @@ def test_spark_ui_port_on_the_container_and_the_service(
     config.write_text(_one(docs, "ConfigMap")["data"]["config.yaml"])
     conf = load_settings(config, {}).spark.conf
     assert (conf["spark.ui.enabled"], conf["spark.ui.port"]) == ("true", "4041")
+    # Spark binds its UI to SPARK_LOCAL_IP, which dstreams pins to loopback in local mode; the
+    # driver's other ports follow spark.driver.bindAddress and stay where they were.
+    local_ip = _env(_container(docs)).get("SPARK_LOCAL_IP", {}).get("value")
+    assert local_ip == (None if mode else "0.0.0.0")  # noqa: S104 - the UI on the pod's own interfaces
 
 
 def test_spark_ui_port_must_be_free(helm: str) -> None:
