@@ -69,6 +69,8 @@ COPY --from=builder /opt/venv /opt/venv
 WORKDIR /app
 COPY config/ config/
 COPY examples/ examples/
+# The license the labels name: Apache-2.0 asks that every copy passed on carries its text.
+COPY LICENSE LICENSE
 
 # PYTHONHASHSEED: hash partitioning must put a key in the same partition on every replay, on the
 #   driver and in every Python worker (exactly-once depends on it).

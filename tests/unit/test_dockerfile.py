@@ -11,6 +11,7 @@ import fnmatch
 import json
 import re
 import shlex
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -168,6 +169,19 @@ def test_oci_labels() -> None:
     labels = " ".join(i.args for i in final("LABEL"))
     for key in ("title", "description", "version", "revision", "licenses"):
         assert f"org.opencontainers.image.{key}=" in labels
+
+
+def test_the_image_carries_the_license_its_labels_name() -> None:
+    labels = " ".join(i.args for i in final("LABEL"))
+    (named,) = re.findall(r'org\.opencontainers\.image\.licenses="([^"]+)"', labels)
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert pyproject["project"]["license"] == {"text": named}
+    text = (ROOT / "LICENSE").read_text()
+    assert named == "Apache-2.0"
+    assert "Apache License" in text and "Version 2.0, January 2004" in text
+    assert "END OF TERMS AND CONDITIONS" in text  # the whole text, not a pointer to it
+    assert "LICENSE LICENSE" in [i.args for i in final("COPY")]
+    assert sent_to_docker("LICENSE")
 
 
 def test_no_credentials_baked_in() -> None:

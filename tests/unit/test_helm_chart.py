@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -257,7 +258,9 @@ def test_standby_runs_a_second_driver_that_waits(render: Render, helm: str, tmp_
 def test_standby_refuses_what_two_driver_pods_cannot_share(
     helm: str, tmp_path: Path, values: dict[str, Any], message: str
 ) -> None:
-    path = _write_values(tmp_path / "values.yaml", _merged(STANDBY, values))
+    # Each case replaces one of STANDBY's top-level keys whole: a file journal must not keep the
+    # Kafka journal's topic, which the config's schema would refuse before the chart's check.
+    path = _write_values(tmp_path / "values.yaml", {**STANDBY, **values})
     result = _template(helm, "-f", str(path))
     assert result.returncode != 0
     assert message in result.stderr
@@ -465,7 +468,18 @@ def test_credentials_arrive_only_through_secret_refs(full: list[dict[str, Any]])
         ),
         ({"config": {"spark": {"secret_conf": {"spark.ssl.keyPassword": CANARY}}}}, "secret_conf"),
         (
-            {"config": {"sinks": {"db": {"type": "postgres", "dsn": CANARY_DSN}}}},
+            {
+                "config": {
+                    "sinks": {
+                        "db": {
+                            "type": "postgres",
+                            "table": "t",
+                            "columns": ["a"],
+                            "dsn": CANARY_DSN,
+                        }
+                    }
+                }
+            },
             "config.sinks.db.dsn",
         ),
         ({"env": {"DSTREAMS_KAFKA__SASL_PASSWORD": CANARY}}, "DSTREAMS_KAFKA__SASL_PASSWORD"),
@@ -894,3 +908,307 @@ def test_object_store_checkpoints_need_no_volume(render: Render) -> None:
         }
     )
     assert "PersistentVolumeClaim" not in _kinds(docs)
+
+
+# --- extra volumes and environment, identity, Spark UI, disruption budget -----------------------
+
+# A TLS-secured Kafka: the cluster's CA and the client's certificate, mounted from Secrets.
+EXTRAS: dict[str, Any] = {
+    "extraVolumes": [
+        {"name": "kafka-ca", "secret": {"secretName": "my-cluster-cluster-ca-cert"}},
+        {"name": "kafka-user", "secret": {"secretName": "dstreams"}},
+    ],
+    "extraVolumeMounts": [
+        {"name": "kafka-ca", "mountPath": "/etc/kafka/ca", "readOnly": True},
+        {"name": "kafka-user", "mountPath": "/etc/kafka/user", "readOnly": True},
+    ],
+    "extraEnv": [{"name": "JAVA_TOOL_OPTIONS", "value": "-Xss4m"}],
+    "envFrom": [{"secretRef": {"name": "cloud-credentials"}, "prefix": "AWS_"}],
+    "config": {"kafka": {"properties": {"ssl.ca.location": "/etc/kafka/ca/ca.crt"}}},
+}
+IDENTITY = {"eks.amazonaws.com/role-arn": "arn:aws:iam::111122223333:role/dstreams"}
+
+
+def _assert_extras_in(pod: dict[str, Any], container: dict[str, Any]) -> None:
+    volumes = {volume["name"]: volume for volume in pod["volumes"]}
+    for volume in EXTRAS["extraVolumes"]:
+        assert volumes[volume["name"]] == volume
+    for mount in EXTRAS["extraVolumeMounts"]:
+        assert mount in container["volumeMounts"]
+    assert _env(container)["JAVA_TOOL_OPTIONS"] == {"name": "JAVA_TOOL_OPTIONS", "value": "-Xss4m"}
+    assert container["envFrom"] == EXTRAS["envFrom"]
+    # The chart's own volumes stay.
+    assert {"config", "state", "scratch"} & set(volumes) >= {"state", "scratch"}
+
+
+def test_extra_volumes_and_env_reach_the_driver_and_the_standby(render: Render) -> None:
+    docs = render(STANDBY, EXTRAS)
+    assert _one(docs, "Deployment")["spec"]["replicas"] == 2  # one pod spec for both
+    _assert_extras_in(_pod(docs), _container(docs))
+    assert "config" in {volume["name"] for volume in _pod(docs)["volumes"]}
+
+
+def test_extra_volumes_and_env_reach_the_executors(render: Render) -> None:
+    template = _executor_pod(render(KUBERNETES, EXTRAS))
+    (executor,) = template["spec"]["containers"]
+    _assert_extras_in(template["spec"], executor)
+    assert _env(executor)["HOME"]["value"] == "/tmp"
+
+
+def test_without_extras_the_executor_template_is_unchanged(
+    on_kubernetes: list[dict[str, Any]],
+) -> None:
+    (executor,) = _executor_pod(on_kubernetes)["spec"]["containers"]
+    assert executor["env"] == [{"name": "HOME", "value": "/tmp"}]
+    assert "envFrom" not in executor
+    assert {v["name"] for v in _executor_pod(on_kubernetes)["spec"]["volumes"]} == {
+        "state",
+        "scratch",
+    }
+
+
+def test_extra_volumes_cannot_take_the_charts_own_names(helm: str) -> None:
+    result = _template(helm, "--set", "extraVolumes[0].name=state,extraVolumes[0].emptyDir=null")
+    assert result.returncode != 0
+    assert "the chart's own volume" in result.stderr
+
+
+def test_service_account_annotations_in_kubernetes_mode(render: Render) -> None:
+    docs = render(KUBERNETES, {"serviceAccount": {"annotations": IDENTITY}})
+    account = _one(docs, "ServiceAccount")
+    assert account["metadata"]["annotations"] == IDENTITY
+    template = _executor_pod(docs)["spec"]
+    # Executors take the identity, still without the account's API token.
+    assert template["serviceAccountName"] == account["metadata"]["name"]
+    assert template["automountServiceAccountToken"] is False
+    assert _pod(docs)["serviceAccountName"] == account["metadata"]["name"]
+
+
+def test_service_account_annotations_in_local_mode_make_an_account(
+    render: Render, defaults: list[dict[str, Any]]
+) -> None:
+    assert "ServiceAccount" not in _kinds(defaults)
+    docs = render({"serviceAccount": {"annotations": IDENTITY}})
+    account = _one(docs, "ServiceAccount")
+    assert account["metadata"]["annotations"] == IDENTITY
+    assert account["automountServiceAccountToken"] is False
+    assert not {"Role", "RoleBinding"} & set(_kinds(docs))  # an identity, no API access
+    assert _pod(docs)["serviceAccountName"] == account["metadata"]["name"]
+    assert _pod(docs)["automountServiceAccountToken"] is False
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"serviceAccountName": "mine"},
+        {
+            **KUBERNETES,
+            "spark": {
+                "mode": "kubernetes",
+                "kubernetes": {"serviceAccount": {"create": False, "name": "mine"}},
+            },
+        },
+    ],  # fmt: skip
+    ids=["local", "kubernetes"],
+)
+def test_service_account_annotations_need_the_charts_own_account(
+    helm: str, tmp_path: Path, values: dict[str, Any]
+) -> None:
+    layered = _merged(values, {"serviceAccount": {"annotations": IDENTITY}})
+    result = _template(helm, "-f", str(_write_values(tmp_path / "values.yaml", layered)))
+    assert result.returncode != 0
+    assert "annotate" in result.stderr
+
+
+def test_spark_ui_is_off_by_default(defaults: list[dict[str, Any]]) -> None:
+    assert [port["name"] for port in _container(defaults)["ports"]] == ["http"]
+    assert [port["name"] for port in _one(defaults, "Service")["spec"]["ports"]] == ["http"]
+    assert "spark.ui.enabled" not in _config_file(defaults)["spark"]["conf"]
+
+
+@pytest.mark.parametrize("mode", [{}, KUBERNETES], ids=["local", "kubernetes"])
+def test_spark_ui_port_on_the_container_and_the_service(
+    render: Render, tmp_path: Path, mode: dict[str, Any]
+) -> None:
+    docs = render(mode, {"sparkUI": {"enabled": True, "port": 4041}})
+    ports = {port["name"]: port["containerPort"] for port in _container(docs)["ports"]}
+    assert ports["spark-ui"] == 4041
+    (service,) = [
+        d for d in docs if d["kind"] == "Service" and d["spec"].get("clusterIP") != "None"
+    ]
+    assert {"name": "spark-ui", "port": 4041, "targetPort": "spark-ui", "protocol": "TCP"} in (
+        service["spec"]["ports"]
+    )
+    config = tmp_path / "config.yaml"
+    config.write_text(_one(docs, "ConfigMap")["data"]["config.yaml"])
+    conf = load_settings(config, {}).spark.conf
+    assert (conf["spark.ui.enabled"], conf["spark.ui.port"]) == ("true", "4041")
+    # Spark binds its UI to SPARK_LOCAL_IP, which dstreams pins to loopback in local mode; the
+    # driver's other ports follow spark.driver.bindAddress and stay where they were.
+    local_ip = _env(_container(docs)).get("SPARK_LOCAL_IP", {}).get("value")
+    assert local_ip == (None if mode else "0.0.0.0")  # noqa: S104 - the UI on the pod's own interfaces
+
+
+def test_spark_ui_port_must_be_free(helm: str) -> None:
+    result = _template(helm, "--set", "sparkUI.enabled=true,sparkUI.port=8080")
+    assert result.returncode != 0
+    assert "sparkUI.port 8080" in result.stderr
+
+
+def test_disruption_budget_covers_driver_and_standby(
+    render: Render, defaults: list[dict[str, Any]]
+) -> None:
+    assert "PodDisruptionBudget" not in _kinds(defaults)  # one pod: a budget would block drains
+    docs = render(STANDBY)
+    budget = _one(docs, "PodDisruptionBudget")["spec"]
+    labels = _one(docs, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert _matches(budget["selector"]["matchLabels"], labels)
+    assert budget["maxUnavailable"] == 1
+    assert budget["unhealthyPodEvictionPolicy"] == "AlwaysAllow"  # the unready standby may go
+    off = render(STANDBY, {"podDisruptionBudget": {"enabled": False}})
+    assert "PodDisruptionBudget" not in _kinds(off)
+
+
+@pytest.mark.parametrize(
+    "typo",
+    [
+        "extraVolume[0].name=x",
+        "extraVolumeMounts[0].name=x,extraVolumeMounts[0].mountpath=/x",
+        "envFrom[0].secretref.name=x",
+        "serviceAccount.anotations.a=b",
+        "sparkUI.enable=true",
+        "podDisruptionBudget.enable=false",
+    ],
+)
+def test_schema_rejects_typos_in_the_new_values(helm: str, typo: str) -> None:
+    result = _template(helm, "--set", typo)
+    assert result.returncode != 0
+    assert "schema" in result.stderr.lower(), result.stderr
+
+
+EXTRAS_EVERYWHERE: dict[str, Any] = _merged(
+    _merged(KUBERNETES, EXTRAS),
+    {"serviceAccount": {"annotations": IDENTITY}, "sparkUI": {"enabled": True}},
+)
+EXTRAS_STANDBY: dict[str, Any] = _merged(
+    _merged(STANDBY, EXTRAS),
+    {"serviceAccount": {"annotations": IDENTITY}, "sparkUI": {"enabled": True}},
+)
+
+
+@pytest.mark.parametrize(
+    "values", [EXTRAS_EVERYWHERE, EXTRAS_STANDBY], ids=["kubernetes", "standby"]
+)
+def test_new_values_render_valid_manifests(
+    helm: str, kubeconform: list[str], tmp_path: Path, values: dict[str, Any]
+) -> None:
+    path = _write_values(tmp_path / "values.yaml", values)
+    rendered = _template(helm, "-f", str(path))
+    assert rendered.returncode == 0, rendered.stderr
+    manifests = tmp_path / "manifests.yaml"
+    manifests.write_text(rendered.stdout)
+    result = _run(*kubeconform, str(manifests))
+    assert result.returncode == 0, result.stdout + result.stderr
+    # The executor pod template is a manifest too, inside the ConfigMap.
+    docs = [doc for doc in yaml.safe_load_all(rendered.stdout) if doc]
+    if "executor-pod.yaml" in _one(docs, "ConfigMap")["data"]:
+        (tmp_path / "executor.yaml").write_text(
+            _one(docs, "ConfigMap")["data"]["executor-pod.yaml"]
+        )
+        result = _run(*kubeconform, str(tmp_path / "executor.yaml"))
+        assert result.returncode == 0, result.stdout + result.stderr
+    lint = _run(
+        helm, "lint", "--strict", str(CHART), "--kube-version", KUBE_VERSION, "-f", str(path)
+    )
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+
+
+# --- the configuration's schema in values.schema.json ---------------------------------------
+
+SCHEMA_GENERATOR = ROOT / "devtools" / "chart_config_schema.py"
+
+
+def test_the_charts_config_schema_is_the_services_own() -> None:
+    result = subprocess.run(
+        [sys.executable, str(SCHEMA_GENERATOR), "--check"],
+        capture_output=True, text=True, timeout=120, check=False,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert result.returncode == 0, (
+        f"{result.stderr}\nvalues.schema.json's `config` differs from `dstreams config schema`; "
+        f"run `.venv/bin/python devtools/chart_config_schema.py` and commit the result"
+    )
+
+
+def test_the_config_schema_stands_alone_in_values_schema() -> None:
+    """Helm resolves a `#/$defs/...` pointer against values.schema.json's root: none may remain."""
+    text = (CHART / "values.schema.json").read_text()
+    schema = json.loads(text)
+    assert "$ref" not in text and "$defs" not in text
+    config = schema["properties"]["config"]
+    assert config["additionalProperties"] is False
+    assert {"app_id", "job", "kafka", "sinks", "journal"} <= set(config["properties"])
+
+
+@pytest.mark.parametrize(
+    ("typo", "where"),
+    [
+        ("config.batch_intervall_ms=1000", "'/config'"),
+        ("config.kafka.bootstrap_server=kafka:9092", "'/config/kafka'"),
+        ("config.journal.pat=/x", "'/config/journal'"),
+        ("config.sources.lines.topic=lines", "'/config/sources/lines'"),
+        ("config.http.port=http", "'/config/http/port'"),
+    ],
+)
+def test_a_typo_in_config_fails_lint_and_template(helm: str, typo: str, where: str) -> None:
+    for command in ("lint", "template"):
+        result = _run(helm, command, *(["demo"] if command == "template" else []),
+                      str(CHART), "--kube-version", KUBE_VERSION, "--set", typo)  # fmt: skip
+        assert result.returncode != 0, f"helm {command} accepted {typo}"
+        output = result.stdout + result.stderr
+        assert "schema" in output and where in output, output
+
+
+def test_a_good_config_passes_lint(helm: str, tmp_path: Path) -> None:
+    good = {
+        "config": {
+            "sources": {"lines": {"topics": ["lines"], "starting_offsets": "earliest"}},
+            "sinks": {
+                "counts": {"type": "kafka", "topic": "counts", "replication_factor": 3},
+                "table": {"type": "postgres", "table": "counts", "columns": ["word", "n"]},
+                "out": {"type": "files", "path": "/var/lib/dstreams/out"},
+            },
+            "kafka": {"properties": {"security.protocol": "SSL"}},
+        },
+        "secrets": {"sinkDsns": {"table": {"secretName": "db", "key": "dsn"}}},
+    }
+    path = _write_values(tmp_path / "good.yaml", good)
+    result = _run(
+        helm, "lint", "--strict", str(CHART), "--kube-version", KUBE_VERSION, "-f", str(path)
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    "values",
+    [KUBERNETES, STANDBY, {"sparkUI": {"enabled": True}}, FULL],
+    ids=["kubernetes", "standby", "spark-ui", "full"],
+)
+def test_what_the_chart_writes_into_the_config_meets_the_schema(
+    helm: str, render: Render, tmp_path: Path, values: dict[str, Any]
+) -> None:
+    """The keys templates set (Spark's master, address and conf; the file journal's path) are
+    valid config too: the rendered file, given back as `config`, passes the schema."""
+    rendered = _config_file(render(values))
+    path = _write_values(tmp_path / "again.yaml", {"config": rendered})
+    result = _template(helm, "-f", str(path))
+    assert result.returncode == 0, result.stderr
+
+
+def test_a_kafka_journal_release_carries_no_file_path(render: Render, tmp_path: Path) -> None:
+    docs = render(STANDBY)
+    config = tmp_path / "config.yaml"
+    config.write_text(_one(docs, "ConfigMap")["data"]["config.yaml"])
+    journal = load_settings(config, {}).journal
+    assert journal.type == "kafka"
+    assert "path" not in _config_file(docs)["journal"]

@@ -69,6 +69,7 @@ Called from the ConfigMap and the Deployment so `helm template` fails before any
 {{- define "dstreams.validate" -}}
 {{- include "dstreams.validateStandby" . }}
 {{- include "dstreams.validateSparkMode" . }}
+{{- include "dstreams.validateExtras" . }}
 {{- $config := .Values.config }}
 {{- $kafka := default dict $config.kafka }}
 {{- range $key := list "sasl_password" "ssl_key_password" "secret_properties" }}
@@ -229,6 +230,10 @@ metadata:
     {{- toYaml . | nindent 4 }}
   {{- end }}
 spec:
+  {{- if .Values.serviceAccount.annotations }}
+  # The account's cloud identity (serviceAccount.annotations), for executors' object storage.
+  serviceAccountName: {{ include "dstreams.sparkServiceAccountName" . }}
+  {{- end }}
   # Executors never call the Kubernetes API: no token.
   automountServiceAccountToken: false
   enableServiceLinks: false
@@ -255,11 +260,21 @@ spec:
       env:
         - name: HOME
           value: /tmp
+        {{- with .Values.extraEnv }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+      {{- with .Values.envFrom }}
+      envFrom:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
       volumeMounts:
         - name: state
           mountPath: /var/lib/dstreams
         - name: scratch
           mountPath: /tmp
+        {{- with .Values.extraVolumeMounts }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
   volumes:
     - name: state
       {{- if .Values.persistence.enabled }}
@@ -273,6 +288,80 @@ spec:
       {{- with .Values.scratch.medium }}{{ $_ := set $scratch "medium" . }}{{ end }}
       {{- with .Values.scratch.sizeLimit }}{{ $_ := set $scratch "sizeLimit" . }}{{ end }}
       emptyDir: {{ toJson $scratch }}
+    {{- with .Values.extraVolumes }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+{{- end }}
+
+{{/*
+The Spark UI (sparkUI.enabled): dstreams turns it off, the config turns it back on at the port.
+Arguments: the root context and the config being built, changed in place.
+*/}}
+{{- define "dstreams.applySparkUI" -}}
+{{- $root := index . 0 }}
+{{- $config := index . 1 }}
+{{- if $root.Values.sparkUI.enabled }}
+{{- $spark := default dict $config.spark }}
+{{- $conf := default dict $spark.conf }}
+{{- $_ := set $conf "spark.ui.enabled" "true" }}
+{{- $_ := set $conf "spark.ui.port" ($root.Values.sparkUI.port | toString) }}
+{{- $_ := set $spark "conf" $conf }}
+{{- $_ := set $config "spark" $spark }}
+{{- end }}
+{{- end }}
+
+{{/*
+The file journal's path on the volume, when a file journal names none. Not a default in
+values.yaml: Helm merges maps, so a release switching to journal.type kafka would keep a path
+the Kafka journal does not take (and values.schema.json refuses).
+*/}}
+{{- define "dstreams.applyJournalPath" -}}
+{{- $config := index . 1 }}
+{{- $journal := default dict $config.journal }}
+{{- if and (eq (toString (default "file" $journal.type)) "file") (not $journal.path) }}
+{{- $_ := set $journal "path" "/var/lib/dstreams/journal" }}
+{{- $_ := set $config "journal" $journal }}
+{{- end }}
+{{- end }}
+
+{{/*
+The ServiceAccount made for local mode: only to carry serviceAccount.annotations (a cloud
+identity). Empty when none is made.
+*/}}
+{{- define "dstreams.localServiceAccountName" -}}
+{{- if and (not (include "dstreams.onKubernetes" .)) .Values.serviceAccount.annotations }}
+{{- include "dstreams.fullname" . }}
+{{- end }}
+{{- end }}
+
+{{/*
+What the extra volumes, the Spark UI and the ServiceAccount's annotations need of the values.
+*/}}
+{{- define "dstreams.validateExtras" -}}
+{{- range $volume := .Values.extraVolumes }}
+{{- if has $volume.name (list "config" "state" "scratch") }}
+{{- fail (printf "extraVolumes: the name %s is the chart's own volume; choose another" $volume.name) }}
+{{- end }}
+{{- end }}
+{{- $ui := .Values.sparkUI }}
+{{- if $ui.enabled }}
+{{- $taken := list (include "dstreams.httpPort" . | int) }}
+{{- if include "dstreams.onKubernetes" . }}
+{{- $taken = concat $taken (list (int .Values.spark.kubernetes.driverPort) (int .Values.spark.kubernetes.blockManagerPort)) }}
+{{- end }}
+{{- if has (int $ui.port) $taken }}
+{{- fail (printf "sparkUI.port %d is already the driver's HTTP or Spark port; choose another" (int $ui.port)) }}
+{{- end }}
+{{- end }}
+{{- if .Values.serviceAccount.annotations }}
+{{- if include "dstreams.onKubernetes" . }}
+{{- if not .Values.spark.kubernetes.serviceAccount.create }}
+{{- fail "serviceAccount.annotations go on the ServiceAccount the chart creates; with spark.kubernetes.serviceAccount.create false, annotate your own account instead" }}
+{{- end }}
+{{- else if .Values.serviceAccountName }}
+{{- fail "serviceAccount.annotations go on the ServiceAccount the chart creates; with serviceAccountName set, annotate that account instead" }}
+{{- end }}
+{{- end }}
 {{- end }}
 
 {{/*
