@@ -341,9 +341,12 @@ class CheckpointStore:
         return manifests
 
     def sync(self, batch_time: int) -> None:
-        """Makes the checkpoint directory's entries durable (after every piece is written)."""
-        _fsync_dir(self.root / str(batch_time))
-        _fsync_dir(self.root)
+        """Makes the checkpoint directory's entries durable (after every piece is written). A
+        checkpoint without pieces (windows with nothing to remember) has no directory."""
+        folder = self.root / str(batch_time)
+        if folder.exists():
+            _fsync_dir(folder)
+            _fsync_dir(self.root)
 
     def manifest(self, ref: str) -> PieceManifest:
         path = self.path(ref) / MANIFEST
