@@ -281,7 +281,7 @@ def run(
     with kafka_endpoint(brokers=1) as bootstrap, postgres_endpoint() as dsn:
         for case in cases:
             if case == "downtime":
-                catch_ups = run_downtime(bootstrap, dsn, *outage)
+                catch_ups = run_downtime(bootstrap, dsn, *outage, journal)
                 continue
             app = f"recovery_bench_{case}_{uuid.uuid4().hex[:6]}"
             with tempfile.TemporaryDirectory() as tmp:
@@ -305,7 +305,9 @@ def run(
 # --- down time ---------------------------------------------------------------------------------
 
 
-def run_downtime(bootstrap: str, dsn: str, outages: int, down_s: float) -> dict[str, list[float]]:
+def run_downtime(
+    bootstrap: str, dsn: str, outages: int, down_s: float, journal: str
+) -> dict[str, list[float]]:
     """Per graph, `outages` catch-ups after `down_s` of down time, in seconds per hour."""
     print(f"downtime: a driver whose last batch is {down_s:.0f} s old, catching up", flush=True)
     per_hour: dict[str, list[float]] = {}
@@ -314,7 +316,9 @@ def run_downtime(bootstrap: str, dsn: str, outages: int, down_s: float) -> dict[
             app = f"downtime_bench_{graph}_{uuid.uuid4().hex[:6]}"
             # A killed driver's Python workers may still be writing as the folder is removed.
             with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
-                seconds, batches = time_catch_up(bootstrap, dsn, app, Path(tmp), graph, down_s)
+                folder = Path(tmp)
+                config = downtime_config(app, bootstrap, dsn, folder, graph, journal)
+                seconds, batches = time_catch_up(bootstrap, config, folder, graph, down_s)
             per_hour.setdefault(graph, []).append(seconds * 3600 / down_s)
             print(
                 f"{graph} outage {outage}: {batches} down-time batches caught up in "
@@ -325,9 +329,9 @@ def run_downtime(bootstrap: str, dsn: str, outages: int, down_s: float) -> dict[
 
 
 def downtime_config(
-    app: str, bootstrap: str, dsn: str, workdir: Path, graph: str
+    app: str, bootstrap: str, dsn: str, workdir: Path, graph: str, journal: str
 ) -> dict[str, Any]:
-    config = job_config(app, bootstrap, new_database(dsn, app), workdir, "file")
+    config = job_config(app, bootstrap, new_database(dsn, app), workdir, journal)
     if graph == "windowed":
         config["job"] = "examples.sliding_counts:build"
         config["sinks"] = {"window_counts": {"type": "files", "path": str(workdir / "files")}}
@@ -350,16 +354,16 @@ def preload(bootstrap: str, topic: str, lines: int) -> list[OffsetRange]:
 
 
 def time_catch_up(
-    bootstrap: str, dsn: str, app: str, workdir: Path, graph: str, down_s: float
+    bootstrap: str, config: dict[str, Any], workdir: Path, graph: str, down_s: float
 ) -> tuple[float, int]:
     """Seconds from the "recovered" log line until the driver runs on time, and the batches."""
     from service.dev.brokers import create_topic
 
-    topic = f"{app}.lines"
+    topic = f"{config['app_id']}.lines"
     create_topic(bootstrap, topic, partitions=PARTITIONS)
     lines = WINDOWED_LINES if graph == "windowed" else 0
     ranges = preload(bootstrap, topic, lines)
-    driver = ServiceProcess(downtime_config(app, bootstrap, dsn, workdir, graph), workdir)
+    driver = ServiceProcess(config, workdir)
     driver.config_path.write_text(yaml.safe_dump(driver.config))
     last = journal_outage(load_settings(driver.config_path), int(down_s * 1000), ranges)
     driver.start()
