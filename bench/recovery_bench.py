@@ -20,14 +20,26 @@ active one is SIGKILLed the waiting standby takes over, and the killed one is st
 the next standby (and is given time to warm up before the next kill).
 
 Then `recovery: cold median X s, warm median Y s` of "SIGKILL to next completed batch" against
-the targets (cold 7 s, warm 3 s). First, start-up: as many fresh drivers as kills (each with
-its own app id and journal, reading the steady stream from its end), each timed from process
-start to its first completed batch, printed as `start-up to first batch: median X s` (target
-3 s). Not a test: it prints figures and asserts nothing.
+the targets (cold 7 s, warm 3 s).
+
+Down time (`downtime`): a driver whose last batch is `--down-s` (an hour) old catches up one batch
+per interval of its down time (docs/architecture.md, Recovery). Its journal is written by
+`service.testing.outage.journal_outage` (no input arrived during the outage: no backlog); the driver
+then runs the real recovery and catch-up. Timed from the "recovered" log line until a completed
+batch is at least as late as the wall clock was then, for a stateless graph
+(`examples.wordcount_all_sinks`, Kafka, PostgreSQL and files) and a windowed one
+(`examples.sliding_counts`, 30 s windows every 10 s to files, whose last batch read 2,000
+lines, so the first windows of the down time hold them), `--outages` times each; printed as
+`catch-up: <graph> median X s per hour of down time` against the targets (60 s, 120 s).
+
+First, start-up: as many fresh drivers as kills (each with its own app id and journal, reading
+the steady stream from its end), each timed from process start to its first completed batch,
+printed as `start-up to first batch: median X s` (target 3 s).
+Not a test: it prints figures and asserts nothing.
 `KAFKA_BOOTSTRAP_SERVERS` / `POSTGRES_DSN` name existing servers; otherwise local ones are
 started (and stopped) by this script.
 Usage: python bench/recovery_bench.py [--kills 5] [--seed N] [--journal file|kafka]
-    [--only cold|warm|startup] [--keep-log FILE]
+    [--only cold|warm|startup|downtime] [--outages 3] [--down-s 3600] [--keep-log FILE]
 """
 
 from __future__ import annotations
@@ -45,9 +57,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from connectors.offsets import OffsetRange  # noqa: E402
+from service.config.settings import load_settings  # noqa: E402
 from service.dev.brokers import kafka_endpoint  # noqa: E402
+from service.testing.outage import journal_outage  # noqa: E402
 from service.dev.postgres_server import postgres_endpoint  # noqa: E402
 from service.dev.service_process import ServiceProcess  # noqa: E402
 
@@ -63,6 +80,8 @@ POLL_S = 0.05
 # A restart takes ~10-20 s here; anything near this limit means the driver is not recovering.
 RECOVERY_TIMEOUT_S = 180.0
 VOCABULARY = [f"w{i:03d}" for i in range(400)]
+TARGET_CATCH_UP_S = {"stateless": 60.0, "windowed": 120.0}  # per hour of down time
+WINDOWED_LINES = 2_000
 
 
 @dataclass
@@ -246,14 +265,24 @@ def run_startup(bootstrap: str, dsn: str, app: str, workdir: Path, starts: int) 
 
 
 def run(
-    kills: int, seed: int, journal: str, cases: tuple[str, ...], keep_log: Path | None = None
-) -> dict[str, list[Recovery]]:
+    kills: int,
+    seed: int,
+    journal: str,
+    cases: tuple[str, ...],
+    keep_log: Path | None = None,
+    outage: tuple[int, float] = (3, 3600.0),
+) -> tuple[dict[str, list[Recovery]], dict[str, list[float]]]:
+    """The cases' recoveries, and `downtime`'s catch-up seconds per hour by graph."""
     from service.dev.brokers import create_topic
 
     rng = random.Random(seed)
     results: dict[str, list[Recovery]] = {}
+    catch_ups: dict[str, list[float]] = {}
     with kafka_endpoint(brokers=1) as bootstrap, postgres_endpoint() as dsn:
         for case in cases:
+            if case == "downtime":
+                catch_ups = run_downtime(bootstrap, dsn, *outage, journal)
+                continue
             app = f"recovery_bench_{case}_{uuid.uuid4().hex[:6]}"
             with tempfile.TemporaryDirectory() as tmp:
                 workdir = Path(tmp)
@@ -270,7 +299,95 @@ def run(
                 finally:
                     stream.stopping.set()
                     stream.join(30)
-    return results
+    return results, catch_ups
+
+
+# --- down time ---------------------------------------------------------------------------------
+
+
+def run_downtime(
+    bootstrap: str, dsn: str, outages: int, down_s: float, journal: str
+) -> dict[str, list[float]]:
+    """Per graph, `outages` catch-ups after `down_s` of down time, in seconds per hour."""
+    print(f"downtime: a driver whose last batch is {down_s:.0f} s old, catching up", flush=True)
+    per_hour: dict[str, list[float]] = {}
+    for graph in ("stateless", "windowed"):
+        for outage in range(1, outages + 1):
+            app = f"downtime_bench_{graph}_{uuid.uuid4().hex[:6]}"
+            # A killed driver's Python workers may still be writing as the folder is removed.
+            with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
+                folder = Path(tmp)
+                config = downtime_config(app, bootstrap, dsn, folder, graph, journal)
+                seconds, batches = time_catch_up(bootstrap, config, folder, graph, down_s)
+            per_hour.setdefault(graph, []).append(seconds * 3600 / down_s)
+            print(
+                f"{graph} outage {outage}: {batches} down-time batches caught up in "
+                f"{seconds:.1f} s ({per_hour[graph][-1]:.1f} s per hour of down time)",
+                flush=True,
+            )
+    return per_hour
+
+
+def downtime_config(
+    app: str, bootstrap: str, dsn: str, workdir: Path, graph: str, journal: str
+) -> dict[str, Any]:
+    config = job_config(app, bootstrap, new_database(dsn, app), workdir, journal)
+    if graph == "windowed":
+        config["job"] = "examples.sliding_counts:build"
+        config["sinks"] = {"window_counts": {"type": "files", "path": str(workdir / "files")}}
+        config["checkpoint"] = {"path": str(workdir / "state" / "checkpoints")}
+    return config
+
+
+def preload(bootstrap: str, topic: str, lines: int) -> list[OffsetRange]:
+    """`lines` lines spread over the partitions; the ranges that hold them."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    rng = random.Random(lines)
+    for n in range(lines):
+        line = " ".join(rng.choices(VOCABULARY, k=rng.randint(1, 8)))
+        producer.produce(topic, line.encode(), partition=n % PARTITIONS)
+    producer.flush(30)
+    per_partition = [len(range(p, lines, PARTITIONS)) for p in range(PARTITIONS)]
+    return [OffsetRange(topic, p, 0, n) for p, n in enumerate(per_partition)]
+
+
+def time_catch_up(
+    bootstrap: str, config: dict[str, Any], workdir: Path, graph: str, down_s: float
+) -> tuple[float, int]:
+    """Seconds from the "recovered" log line until the driver runs on time, and the batches."""
+    from service.dev.brokers import create_topic
+
+    topic = f"{config['app_id']}.lines"
+    create_topic(bootstrap, topic, partitions=PARTITIONS)
+    lines = WINDOWED_LINES if graph == "windowed" else 0
+    ranges = preload(bootstrap, topic, lines)
+    driver = ServiceProcess(config, workdir)
+    driver.config_path.write_text(yaml.safe_dump(driver.config))
+    last = journal_outage(load_settings(driver.config_path), int(down_s * 1000), ranges)
+    driver.start()
+    try:
+        deadline = time.monotonic() + RECOVERY_TIMEOUT_S + 2 * down_s
+        while recovery_line(driver) is None:
+            if time.monotonic() > deadline or not driver.running():
+                raise RuntimeError("the driver did not recover\n" + driver.log_tail())
+            time.sleep(POLL_S)
+        recovered, now_ms = time.monotonic(), int(time.time() * 1000)
+        while (latest := latest_completed(driver)) < now_ms:
+            if time.monotonic() > deadline or not driver.running():
+                raise RuntimeError("the driver did not catch up\n" + driver.log_tail())
+            time.sleep(POLL_S)
+        return time.monotonic() - recovered, (latest - last) // 1000
+    finally:
+        driver.kill()
+
+
+def latest_completed(driver: ServiceProcess) -> int:
+    """The latest batch time `/status` shows completed (0 before any)."""
+    batches = (driver.status() or {}).get("batches", [])
+    done = [int(b["batch_time"]) for b in batches if b.get("outcome") == "completed"]
+    return max(done, default=0)
 
 
 def run_cold(
@@ -338,16 +455,19 @@ def main() -> int:
     parser.add_argument("--kills", type=int, default=5)
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--journal", choices=("file", "kafka"), default="file")
-    parser.add_argument("--only", choices=("cold", "warm", "startup"), default=None)
+    parser.add_argument("--only", choices=("cold", "warm", "startup", "downtime"), default=None)
+    parser.add_argument("--outages", type=int, default=3, help="down-time runs per graph")
+    parser.add_argument("--down-s", type=float, default=3600.0, help="seconds of down time")
     parser.add_argument("--keep-log", type=Path, default=None, help="copy the drivers' logs here")
     args = parser.parse_args()
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
-    cases = (args.only,) if args.only else ("startup", "cold", "warm")
+    cases = (args.only,) if args.only else ("startup", "cold", "warm", "downtime")
     print(
         f"recovery bench: {args.kills} kills per case, seed {seed}, {LINES_PER_SECOND} lines/s "
         f"steady, {args.journal} journal"
     )
-    results = run(args.kills, seed, args.journal, cases, args.keep_log)
+    outage = (args.outages, args.down_s)
+    results, catch_ups = run(args.kills, seed, args.journal, cases, args.keep_log, outage)
     startups = results.pop("startup", None)
     medians = {
         case: statistics.median(r.next_completed_s for r in rs) for case, rs in results.items()
@@ -372,6 +492,14 @@ def main() -> int:
     shown = ", ".join(f"{case} median {median:.1f} s" for case, median in medians.items())
     if shown:
         print(f"recovery: {shown}")
+    for graph, figures in catch_ups.items():
+        median = statistics.median(figures)
+        target = TARGET_CATCH_UP_S[graph]
+        verdict = "meets" if median <= target else "misses"
+        print(
+            f"catch-up: {graph} median {median:.1f} s per hour of down time ({verdict} the "
+            f"{target:.0f} s target; runs {[round(f, 1) for f in figures]})"
+        )
     return 0
 
 

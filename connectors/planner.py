@@ -7,6 +7,12 @@ the first time a partition is seen), `until` is the smaller of the last stable o
 plus the rate budget. The broker is only read through the small `KafkaMetadata` protocol, so the
 arithmetic here is tested with a fake; `ConfluentMetadata` is the real implementation.
 
+Batches of a driver's down time (docs/architecture.md, Recovery) are planned one after another
+as fast as they run. A plan that read every partition up to its end at wall-clock time `w`
+proves that nothing else had arrived by `w`, so the batches up to `w` that follow it read
+nothing: given the wall clock batch times follow (`OffsetPlanner.clock_ms`), the planner plans
+them empty without asking the brokers again.
+
 Empty ranges: `plan()` returns one range per known partition, *including* empty ones
 (`from == until`), so that a journaled batch always holds the full position of every partition
 (recovery needs nothing else, and contiguity checks compare batch to batch per partition).
@@ -19,7 +25,7 @@ from __future__ import annotations
 import logging
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Literal, Protocol
@@ -169,6 +175,12 @@ class OffsetPlanner:
         # get the starting policy once readable, as if they had been read on time.
         self._policy_pending: set[TopicPartition] = set()
         self._lost: dict[TopicPartition, int] = {}
+        self.clock_ms: Callable[[], int] | None = None
+        """The wall clock batch times follow, set by a driver whose scheduler follows it (None:
+        batch times are made up, as in tests, and every plan asks the brokers)."""
+        # When the last plan read every partition to its end: the time it asked at and its
+        # partitions; batches up to that time read nothing more (see the module's doc).
+        self._drained: tuple[int, list[TopicPartition]] | None = None
 
     # -- state the driver reads and restores
 
@@ -189,6 +201,7 @@ class OffsetPlanner:
         self._next = dict(positions)
         self._started = True
         self._policy_pending.clear()
+        self._drained = None
 
     @property
     def fail_on_data_loss(self) -> bool:
@@ -212,12 +225,18 @@ class OffsetPlanner:
         """The ranges of batch `batch_time_ms`, sorted by topic and partition, empty ones kept.
 
         `rate` (records/s per partition, e.g. from backpressure) is capped by
-        `max_rate_per_partition`; `None` means the configured maximum alone.
+        `max_rate_per_partition`; `None` means the configured maximum alone. A batch no later
+        than the last plan that read everything to the end is planned empty from memory.
         """
         if interval_ms <= 0:
             msg = f"batch interval must be > 0 ms, got {interval_ms}"
             raise ValueError(msg)
         _check_rate("rate", rate)
+        if self._drained is not None and batch_time_ms <= self._drained[0]:
+            return [
+                OffsetRange(t, p, self._next[t, p], self._next[t, p]) for t, p in self._drained[1]
+            ]
+        asked_at = self.clock_ms() if self.clock_ms is not None else None
         budget = _budget(_effective_rate(self._max_rate, rate), interval_ms)
         partitions = self._discover()
         marks = self._metadata.watermarks(partitions)
@@ -237,6 +256,8 @@ class OffsetPlanner:
             position = self._check_position(tp, position, marks[tp], lost, batch_time_ms)
             ranges.append(_range(tp, position, marks[tp][1], budget))
         self._commit(ranges, lost)
+        drained = asked_at is not None and _read_to_end(partitions, marks, ranges)
+        self._drained = (asked_at, partitions) if drained and asked_at is not None else None
         return ranges
 
     def _commit(self, ranges: list[OffsetRange], lost: Mapping[TopicPartition, int]) -> None:
@@ -363,6 +384,16 @@ def _apply_policy(
 
 def _or(value: int | None, default: int) -> int:
     return default if value is None else value
+
+
+def _read_to_end(
+    partitions: list[TopicPartition],
+    marks: Mapping[TopicPartition, Watermarks],
+    ranges: list[OffsetRange],
+) -> bool:
+    """Whether a plan reads every partition (all of them readable) up to its last stable offset."""
+    planned = {r.topic_partition: r.until_offset for r in ranges}
+    return all(tp in marks and planned.get(tp, -1) >= marks[tp][1] for tp in partitions)
 
 
 def _range(tp: TopicPartition, position: int, stable: int, budget: int | None) -> OffsetRange:

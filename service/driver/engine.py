@@ -32,7 +32,7 @@ from service.driver.job_code import prepare_executors
 from service.driver.lifecycle import BatchLifecycle
 from service.driver.recovery import JournalLog, check_before_start, recover
 from service.driver.replication import check_replication
-from service.driver.scheduler import Scheduler
+from service.driver.scheduler import Scheduler, now_ms
 from service.driver.spark import create_spark_context, driver_address
 from service.driver.warm_state import PreloadedCheckpoint, StatePreloader
 from service.errors import ConfigError, DStreamsError, FencedOut
@@ -120,6 +120,11 @@ def build_context(settings: Settings) -> StreamingContext:
     )
     ctx.dead_letters_enabled = settings.dead_letter.topic is not None
     load_job(settings.job)(ctx)
+    for source in ctx.inputs:
+        if isinstance(source, KafkaInputDStream):
+            # The scheduler's batch times follow the wall clock: a batch of the down time may
+            # be planned empty from memory (`connectors.planner`, docs/architecture.md).
+            source.planner.clock_ms = now_ms
     if ctx.dead_letters_enabled:
         wiring.add_dead_letter_outputs(settings, ctx)
     late_records.add_late_record_outputs(settings, ctx)

@@ -8,7 +8,8 @@ For batch time `t`:
    idempotently, so a retried, speculative or replayed task collapses to one committed copy.
 4. `commit_sinks`: the driver's idempotent `sink.commit(t)` for every output.
 5. `journal_completed`: `completed(t)` is appended; a recovering driver will not replay `t`.
-6. `acknowledge`: consumer-group offsets are committed to Kafka for lag tools only.
+6. `acknowledge`: consumer-group offsets are committed to Kafka for lag tools only (skipped
+   when no offset moved since the last commit, as in a run of empty batches).
 7. `checkpoints.after_completed`: every N batches, a stateful graph's state is checkpointed
    (see `service.driver.checkpoints`); it runs right after step 5.
 
@@ -118,6 +119,7 @@ class BatchLifecycle:
         self.batches_begun = 0
         """Batches (replayed or new) this lifecycle has started: from the first, a failure is
         one of a running service, no longer a refusal to start."""
+        self._acknowledged: frozenset[tuple[str, int, int]] | None = None
 
     def setup_outputs(self) -> None:
         for output in self.ctx.outputs:
@@ -179,11 +181,14 @@ class BatchLifecycle:
 
     def acknowledge(self, plan: BatchPlan) -> None:
         faults.crash_point("before-ack")
-        if self.acknowledge_offsets is not None and plan.ranges:
-            try:
-                self.acknowledge_offsets(plan)
-            except Exception:  # lag tools only; never fails a batch
-                log.warning("could not commit consumer-group offsets", exc_info=True)
+        ends = frozenset((r.topic, r.partition, r.until_offset) for r in plan.ranges)
+        if self.acknowledge_offsets is None or not ends or ends == self._acknowledged:
+            return
+        try:
+            self.acknowledge_offsets(plan)
+            self._acknowledged = ends
+        except Exception:  # lag tools only; never fails a batch
+            log.warning("could not commit consumer-group offsets", exc_info=True)
 
     # --- composition ----------------------------------------------------------------------
 

@@ -11,10 +11,11 @@
    state through the completed batches after it (see `service.driver.checkpoints`).
 5. `replay_pending`: batches planned but not completed run again with their journaled plans;
    sinks skip the (batch, partition) keys they already committed.
-6. `first_new_batch_time`: new batches start after the last planned one, at once if an interval
-   has ended since;
-   intervals missed while the driver was down are not replayed one by one — the offsets they
-   would have read are picked up by the next batches within the rate budget.
+6. `first_new_batch_time`: new batches start at the interval after the last planned one, so the
+   intervals of the driver's down time get their batches too, as Spark's JobGenerator does
+   ("batches during down time"): batch time has no holes, a window exists at every slide
+   boundary, and the backlog is spread over those batches within the rate budget. The scheduler
+   runs overdue batches back to back; a batch where nothing can change runs no Spark job.
 """
 
 from __future__ import annotations
@@ -161,15 +162,13 @@ def journaled_plan(record: PlannedRecord, ctx: StreamingContext) -> BatchPlan:
 
 
 def first_new_batch_time(state: JournalState, interval_ms: int, clock_ms: int | None = None) -> int:
-    """A fresh start waits for the next interval. A restart takes the interval that ended last,
-    if the journal has not planned it: that batch is due at once, and waiting up to a whole
-    interval for the next one would only lengthen the recovery."""
-    clock = clock_ms if clock_ms is not None else now_ms()
+    """A fresh start waits for the next interval. A restart carries on at the interval after the
+    last planned batch, however long ago that was: every interval of the down time is a batch
+    (due at once), so windows and timeouts see batch time without holes."""
     last = state.last_planned
     if last is None:
-        return align_up(clock, interval_ms)
-    ended_last = clock // interval_ms * interval_ms
-    return max(ended_last, last.batch_time + interval_ms)
+        return align_up(clock_ms if clock_ms is not None else now_ms(), interval_ms)
+    return last.batch_time + interval_ms
 
 
 def describe_graph_change(old: dict[str, Any] | None, new: dict[str, Any]) -> list[str]:

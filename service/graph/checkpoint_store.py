@@ -341,9 +341,12 @@ class CheckpointStore:
         return manifests
 
     def sync(self, batch_time: int) -> None:
-        """Makes the checkpoint directory's entries durable (after every piece is written)."""
-        fsync_directory(self.root / str(batch_time))
-        fsync_directory(self.root)
+        """Makes the checkpoint directory's entries durable (after every piece is written). A
+        checkpoint without pieces (windows with nothing to remember) has no directory."""
+        folder = self.root / str(batch_time)
+        if folder.exists():
+            fsync_directory(folder)
+            fsync_directory(self.root)
 
     def manifest(self, ref: str) -> PieceManifest:
         path = self.path(ref) / MANIFEST

@@ -75,6 +75,11 @@ def merge_window_partition(
         yield (key, value)
 
 
+def has_rows(rows: Iterable[Any]) -> Iterator[bool]:
+    """Whether a partition holds any row (one bool per partition)."""
+    yield any(True for _ in rows)
+
+
 def filter_pairs(
     predicate: Callable[[tuple[Any, Any]], bool], rows: Iterable[tuple[Any, Any]]
 ) -> Iterator[tuple[Any, Any]]:

@@ -10,7 +10,11 @@ the window at `t` is the window at `t - slide_ms`, minus the batches that left, 
 that entered. Like Spark, a key whose values all left keeps the reduction's identity value
 (e.g. a count of 0) unless `filter_fn` drops it; the first window, and a window whose previous
 boundary did not run, are reduced from their batches instead (so are all windows when the
-slide is longer than the window).
+slide is longer than the window). A window that no batch entered or left is the previous one:
+after an outage, down-time boundaries without input reuse it, and once a job has found it empty
+(one per quiet spell) every boundary after it is empty without a job (docs/architecture.md,
+Recovery). That decision reads data, but data the journaled plans fix, so a replay decides the
+same.
 """
 
 from __future__ import annotations
@@ -126,6 +130,8 @@ class ReducedWindow(StatefulComputation):
         self._window: tuple[int, RDD] | None = None
         # Earlier windows the current one may still be computed from (see `forget`).
         self._superseded: list[RDD] = []
+        # The window RDD a job found rows in, so an unchanged window is not asked again.
+        self._has_rows: RDD | None = None
 
     def is_boundary(self, batch_time: int) -> bool:
         return batch_time % self.slide_ms == 0
@@ -145,6 +151,8 @@ class ReducedWindow(StatefulComputation):
                 self._set_window(None)
             return self.ctx.sc.emptyRDD()
         previous = self._previous(t)
+        if previous is not None and not self._moved(t):
+            return self._unchanged(t, previous)
         window = self._from_scratch(t) if previous is None else self._incremental(t, previous)
         if self.filter_fn is not None:
             keep = partial(fn.filter_pairs, self.filter_fn)
@@ -158,6 +166,24 @@ class ReducedWindow(StatefulComputation):
         if self.inverse is None or self._window is None or self.slide_ms > self.length_ms:
             return None
         return self._window[1] if self._window[0] == t - self.slide_ms else None
+
+    def _moved(self, t: int) -> bool:
+        """Whether a batch entered the window at `t` or left it since the previous boundary."""
+        slide, length = self.slide_ms, self.length_ms
+        return bool(self._between(t - slide, t) or self._between(t - slide - length, t - length))
+
+    def _unchanged(self, t: int, previous: RDD) -> RDD:
+        """The window at `t` when nothing entered or left: the previous one (already filtered),
+        or nothing at all once a job has found that empty."""
+        if previous is not self._has_rows and not any(
+            previous.mapPartitions(fn.has_rows).collect()
+        ):
+            self.decide_empty(t, True)
+            self._set_window(None)
+            return self.ctx.sc.emptyRDD()
+        self._has_rows = previous
+        self._set_window((t, previous))
+        return previous
 
     def _between(self, after: int, until: int) -> list[RDD]:
         return [self._batches[b] for b in sorted(self._batches) if after < b <= until]

@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from service.observe.http import HttpServer
 
 log = logging.getLogger(__name__)
+LAG_READ_EVERY_S = 1.0
+"""How often the consumer lag is read while batches run late (it costs a broker round trip)."""
 LagSource = Callable[[], dict[tuple[str, int], int]]
 
 
@@ -61,6 +63,7 @@ class Observer:
         # The graph's stateful streams, for event-time figures (watermarks); see engine.
         self.stateful_source: Callable[[], list[StatefulDStream]] | None = None
         self._lost_seen: dict[tuple[str, int], int] = {}
+        self._lag_read_at = -LAG_READ_EVERY_S
         self._delays: dict[int, float] = {}
         self._started: dict[int, float] = {}
         self.dead_letter_topic = dead_letter_topic
@@ -195,14 +198,24 @@ class Observer:
                 m.add_duplicate_writes_suppressed(result.name, result.skipped_partitions)
         self._record_lost(outcome)
         self._record_breakdown(outcome)
-        if self.lag_source is not None:
-            try:
-                lags = self.lag_source()
-            except Exception:  # a metric only: it must never fail a completed batch
-                log.warning("could not read the consumer lag", exc_info=True)
-                lags = {}
-            for (topic, partition), lag in lags.items():
-                m.set_consumer_lag(topic, partition, lag)
+        self._record_lag(self._delays.get(batch_time, 0.0))
+
+    def _record_lag(self, scheduling_delay_s: float) -> None:
+        """The consumer lag (a round trip to the brokers): after every batch on time, at most
+        every `LAG_READ_EVERY_S` while batches run late, e.g. the down-time batches after an
+        outage, which run back to back."""
+        now = time.monotonic()
+        late = scheduling_delay_s > LAG_READ_EVERY_S
+        if self.lag_source is None or (late and now - self._lag_read_at < LAG_READ_EVERY_S):
+            return
+        self._lag_read_at = now
+        try:
+            lags = self.lag_source()
+        except Exception:  # a metric only: it must never fail a completed batch
+            log.warning("could not read the consumer lag", exc_info=True)
+            lags = {}
+        for (topic, partition), lag in lags.items():
+            self.metrics.set_consumer_lag(topic, partition, lag)
 
     def _record_breakdown(self, outcome: BatchOutcome) -> None:
         """`dstreams_batch_step_seconds` per step, `dstreams_end_to_end_latency_seconds` per

@@ -14,6 +14,7 @@ from typing import Any
 import psycopg
 
 from examples.stateful_all_sinks import SLIDE_MS, TOTALS_KAFKA, TOTALS_PG, WINDOW_MS, WINDOWS
+from service.dev.service_process import ServiceProcess
 from service.graph.functions import words_of
 from service.journal.base import JournalState
 from sinks.files import FileSink
@@ -111,6 +112,45 @@ def check_windows(app: ChaosApp, state: JournalState, line_at: dict[tuple[int, i
     windows = [t for t in committed if t % SLIDE_MS == 0]
     assert len(windows) >= 5, f"only {len(windows)} windows were written"
     return len(windows)
+
+
+def check_windows_whole(
+    app: ChaosApp, state: JournalState, line_at: dict[tuple[int, int], str]
+) -> int:
+    """Windows across outages (issue 23): batch time has no hole from the first batch to the
+    last, a window was committed at every slide boundary in between, and all the windows
+    together count every word of the input exactly `WINDOW_MS / SLIDE_MS` times. Returns the
+    number of boundaries."""
+    interval = int(app.config()["batch_interval_ms"])
+    first, last = min(state.planned), max(state.completed)
+    holes = sorted(set(range(first, last + 1, interval)) - set(state.completed))
+    assert not holes, f"{len(holes)} batch times never completed, e.g. {holes[:10]}"
+    sink = FileSink(app.files_root)
+    committed = set(sink.committed_batches(WINDOWS))
+    boundaries = range(-(-first // SLIDE_MS) * SLIDE_MS, last + 1, SLIDE_MS)
+    missing = [t for t in boundaries if t not in committed]
+    assert not missing, f"{len(missing)} slide boundaries without a window, e.g. {missing[:10]}"
+    together: Counter[str] = Counter()
+    for t in boundaries:
+        together.update(dict(sink.read_batch(WINDOWS, t)))
+    words: Counter[str] = Counter()
+    for line in line_at.values():
+        words.update(words_of(line))
+    expected = Counter({word: n * (WINDOW_MS // SLIDE_MS) for word, n in words.items()})
+    assert_same_totals("all windows together", together, expected)
+    return len(boundaries)
+
+
+def wait_windows_closed(app: ChaosApp, driver: ServiceProcess) -> None:
+    """Until every window of the last batch that read input has been computed and written."""
+    state = app.journal_state()
+    read = [t for t, record in state.planned.items() if any(r.count for r in record.ranges)]
+    due = max(read) + WINDOW_MS
+
+    def closed(_status: dict[str, Any]) -> bool:
+        return max(app.journal_state().completed, default=0) >= due
+
+    driver.wait_for(closed, 120, f"the windows up to batch {due}")
 
 
 def batches_read(

@@ -15,7 +15,9 @@ one driver process is started again and again:
 
 Then PostgreSQL holds every word's true total, the last committed Kafka record of every word is
 its total, and every committed window file holds exactly the counts of the input its window's
-journaled batches read.
+journaled batches read. Across the outages batch time has no hole (the restarted driver runs the
+batches of its down time), a window was written at every slide boundary from the first batch on,
+and all windows together count every word exactly length / slide times.
 
 `make test` runs a smaller cut (24,000 lines, 2 SIGKILLs, 6 starts, about 2 minutes on a busy
 2-core machine): the crash points the stateless chaos tier does not already cover for every
@@ -44,7 +46,13 @@ from tests.chaos.conftest import (
     wait_until,
     word_totals,
 )
-from tests.chaos.stateful_checks import check_windows, stateful_config, verify_totals
+from tests.chaos.stateful_checks import (
+    check_windows,
+    check_windows_whole,
+    stateful_config,
+    verify_totals,
+    wait_windows_closed,
+)
 
 LINES = int(os.environ.get("DSTREAMS_STATE_CHAOS_LINES", "24000"))
 KILLS = int(os.environ.get("DSTREAMS_STATE_CHAOS_KILLS", "2"))
@@ -83,6 +91,7 @@ def test_state_and_windows_survive_kills_at_every_point(chaos_app: ChaosApp) -> 
     driver.start()
     feeder.finish()
     app.wait_drained(driver)
+    wait_windows_closed(app, driver)
     app.stop(driver)
     print(f"{driver.starts} starts in {time.monotonic() - started:.0f}s")
 
@@ -94,6 +103,10 @@ def test_state_and_windows_survive_kills_at_every_point(chaos_app: ChaosApp) -> 
     line_at = dict(zip(positions + feeder.positions, lines, strict=True))
     checked = check_windows(app, state, line_at)
     print(f"{checked} window files equal their reference")
+    boundaries = check_windows_whole(app, state, line_at)
+    print(
+        f"a window at each of {boundaries} slide boundaries, counting the input length/slide times"
+    )
 
 
 # --- the starts ----------------------------------------------------------------------------

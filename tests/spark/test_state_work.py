@@ -69,3 +69,41 @@ def test_state_and_incremental_windows_are_computed_once_per_batch(sc: Any, tmp_
     last = sink.batches("out")[-1]
     assert sorted(row for name, row in last if name == "totals") == [("a", 12), ("b", 12)]
     assert sorted(row for name, row in last if name == "windows") == [("a", 3), ("b", 3)]
+
+
+def test_a_quiet_window_is_found_empty_once_then_costs_no_job(sc: Any) -> None:
+    """After an outage the down-time boundaries of a window with nothing left in it must be
+    cheap: a window that no batch entered or left is the previous one, a job finds it empty
+    once, and every boundary after that runs no Spark job at all."""
+    from service.graph.state_functions import count_is_not_zero
+
+    ctx = StreamingContext(sc, "quiet", INTERVAL_MS, 2)
+    pairs = ctx.queue_stream([[("a", 1), ("b", 2)], [("a", 1)]])  # then empty batches
+    windows = pairs.reduce_by_key_and_window(
+        operator.add, operator.sub, length_ms=2 * INTERVAL_MS, filter_fn=count_is_not_zero
+    )
+    sink = MemorySink()
+    windows.write("out", sink)
+    lifecycle = BatchLifecycle(ctx, None)
+    lifecycle.setup_outputs()
+    jobs_outside_outputs, output_jobs = [], []
+    for index in range(8):
+        group = f"quiet-{index}"
+        sc.setJobGroup(group, "steps the window")  # the outputs' jobs run in groups of their own
+        outcome = lifecycle.run_new(FIRST_BATCH_MS + index * INTERVAL_MS)
+        jobs_outside_outputs.append(len(sc.statusTracker().getJobIdsForGroup(group)))
+        output_jobs.append(len(outcome.outputs[0].jobs))
+
+    assert [sorted(rows) for rows in sink.batches("out")] == [
+        [("a", 1), ("b", 2)],
+        [("a", 2), ("b", 2)],
+        [("a", 1)],  # batch 0 left
+        [],  # batch 1 left: computed by a job, all filtered out
+        [],  # nothing entered or left: the previous window, found empty by one job
+        [],
+        [],
+        [],
+    ]
+    assert output_jobs[:4] == [1, 1, 1, 1]
+    assert output_jobs[4:] == [0, 0, 0, 0]
+    assert jobs_outside_outputs[4:] == [1, 0, 0, 0]

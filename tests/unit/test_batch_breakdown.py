@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from prometheus_client.parser import text_string_to_metric_families
 
 from connectors.offsets import OffsetRange
@@ -67,3 +69,32 @@ def test_the_observer_publishes_steps_and_latency() -> None:
     assert ("dstreams_end_to_end_latency_seconds_count", (("output", "empty"),)) not in samples
     (batch,) = board.snapshot()["batches"]
     assert batch["end_to_end_s"] == {"min": 0.6, "max": 1.5}
+
+
+def test_the_lag_is_read_after_each_batch_on_time_and_once_a_second_while_late() -> None:
+    # The down-time batches after an outage run back to back: one broker round trip for the
+    # lag each would be most of their cost.
+    observer = Observer(
+        "wc", 1000, Metrics(process_metrics=False), StatusBoard("wc", 1000), None, None
+    )
+    reads: list[float] = []
+
+    def lag() -> dict[tuple[str, int], int]:
+        reads.append(time.monotonic())
+        return {("words", 0): 0}
+
+    observer.lag_source = lag
+    late = outcome()
+    on_time = BatchOutcome(
+        BatchPlan(late.plan.batch_time + 1000, late.plan.sources), (), 0.01, False
+    )
+    observer.batch_started(late.plan, 3600.0)
+    observer.batch_finished(late)
+    for n in range(1, 4):
+        later = BatchPlan(late.plan.batch_time - n * 1000, late.plan.sources)
+        observer.batch_started(later, 3600.0 - n)
+        observer.batch_finished(BatchOutcome(later, (), 0.01, False))
+    assert len(reads) == 1
+    observer.batch_started(on_time.plan, 0.0)
+    observer.batch_finished(on_time)
+    assert len(reads) == 2

@@ -31,9 +31,10 @@ class Plant:
     contract: str  # the start of the contract's name in pyproject.toml
     evidence: str = ""  # what the contract's report says; by default, the planted import
 
-    @property
-    def path(self) -> Path:
-        return Path(*self.module.split(".")).with_suffix(".py")
+    def path_in(self, tree: Path) -> Path:
+        """The module's file in `tree`: a package's ``__init__.py``, else ``<module>.py``."""
+        package = tree.joinpath(*self.module.split("."))
+        return package / "__init__.py" if package.is_dir() else package.with_suffix(".py")
 
     @property
     def report_says(self) -> str:
@@ -133,7 +134,7 @@ def copy_tree(destination: Path) -> Path:
 def planted_report(tmp_path_factory: pytest.TempPathFactory) -> Report:
     tree = copy_tree(tmp_path_factory.mktemp("planted"))
     for plant in PLANTS:
-        module = tree / plant.path
+        module = plant.path_in(tree)
         module.write_text(module.read_text() + f"\nimport {plant.imported}  # noqa\n")
     return lint_imports(tree)
 

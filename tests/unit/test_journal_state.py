@@ -215,10 +215,12 @@ def test_fresh_start_waits_for_the_next_interval() -> None:
     assert first_new_batch_time(state, 1000, clock_ms=12_000) == 12_000
 
 
-def test_restart_takes_the_interval_that_ended_last_at_once() -> None:
+def test_restart_generates_the_batches_of_its_down_time() -> None:
     state = JournalState.from_records([planned(9_000, ("t", 0, 0, 5)), completed(9_000)])
-    # Down from 9.0 s to 18.4 s: batch 18,000 is due now; 19,000 would idle for 0.6 s.
-    assert first_new_batch_time(state, 1000, clock_ms=18_400) == 18_000
+    # Down from 9.0 s to 18.4 s: batches 10,000 to 18,000 are all due now, in order (issue 23:
+    # skipping them left windows of the down time unwritten).
+    assert first_new_batch_time(state, 1000, clock_ms=18_400) == 10_000
+    assert first_new_batch_time(state, 1000, clock_ms=9_000 + 3_600_000) == 10_000
 
 
 def test_restart_never_reuses_a_planned_batch_time() -> None:

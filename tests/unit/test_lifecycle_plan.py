@@ -153,3 +153,19 @@ def test_every_step_of_a_new_batch_is_timed_in_order_and_commits_are_stamped() -
     # A replay plans and journals nothing, so it has no such steps.
     replayed = r.batches.replay(outcome.plan)
     assert "plan" not in replayed.steps and "run_outputs" in replayed.steps
+
+
+def test_offsets_are_acknowledged_only_when_they_moved() -> None:
+    # A run of empty batches (after an outage) must not pay a broker round trip each.
+    r = rig()
+    replay = BatchPlan(
+        10_000,
+        {
+            "a": SourcePlan((OffsetRange("a", 0, 5, 5),)),
+            "b": SourcePlan((OffsetRange("b", 0, 7, 7),)),
+        },
+    )
+    for _ in range(3):
+        r.batches.replay(replay)
+    moved = r.batches.run_new(12_000).plan
+    assert r.acknowledged == [replay, moved]

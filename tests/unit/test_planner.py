@@ -275,6 +275,86 @@ def test_resume_rejects_negative_positions(meta: FakeMetadata) -> None:
         planner(meta).resume({("a", 0): -1})
 
 
+# --- the batches of a driver's down time ----------------------------------------------------------
+
+
+class AskCounter(FakeMetadata):
+    """The fake cluster, counting the watermark requests (one per plan that asks the brokers)."""
+
+    asked: int = 0
+
+    def watermarks(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, Watermarks]:
+        self.asked += 1
+        return super().watermarks(partitions)
+
+
+def down_time_planner(meta: FakeMetadata, now_ms: list[int], rate: float | None) -> OffsetPlanner:
+    """A planner whose batch times follow a wall clock that reads `now_ms[0]`."""
+    p = planner(meta, rate=rate)
+    p.clock_ms = lambda: now_ms[0]
+    return p
+
+
+def counted(ranges: list[OffsetRange]) -> list[int]:
+    return [r.count for r in ranges]
+
+
+def test_a_backlog_spreads_over_the_down_time_batches_within_the_rate_budget() -> None:
+    meta = AskCounter(marks={("a", 0): (0, 35), ("b", 0): (0, 12)})
+    now = [T0 + 60 * SECOND]  # the driver came back a minute after batch T0
+    p = down_time_planner(meta, now, rate=10)
+    down_time = [p.plan(T0 + n * SECOND, SECOND) for n in range(60)]
+    assert [counted(ranges) for ranges in down_time[:5]] == [
+        [10, 10],
+        [10, 2],
+        [10, 0],
+        [5, 0],
+        [0, 0],
+    ]
+    assert sum(sum(counted(ranges)) for ranges in down_time) == 35 + 12
+    # Batch T0 + 3 s read the backlog's end: the 56 batches after it, all due before the
+    # clock's reading at that plan, were planned without asking the brokers.
+    assert meta.asked == 4
+    assert spans(down_time[-1]) == [("a", 0, 35, 35), ("b", 0, 12, 12)]
+
+
+def test_records_that_arrive_during_the_catch_up_go_to_the_first_batch_after_it() -> None:
+    meta = AskCounter(marks={("a", 0): (0, 5), ("b", 0): (0, 0)})
+    now = [T0 + 10 * SECOND]
+    p = down_time_planner(meta, now, rate=None)
+    assert counted(p.plan(T0, SECOND)) == [5, 0]
+    meta.produce(("a", 0), 3)  # after the plan asked: later than every batch up to T0 + 10 s
+    now[0] = T0 + 11 * SECOND
+    assert [counted(p.plan(T0 + n * SECOND, SECOND)) for n in range(1, 11)] == [[0, 0]] * 10
+    assert meta.asked == 1
+    assert spans(p.plan(T0 + 11 * SECOND, SECOND)) == [("a", 0, 5, 8), ("b", 0, 0, 0)]
+    assert meta.asked == 2
+
+
+def test_a_plan_that_could_not_read_a_partition_proves_nothing() -> None:
+    meta = AskCounter(marks={("a", 0): (0, 5), ("b", 0): (0, 0)}, unreadable={("b", 0)})
+    p = down_time_planner(meta, [T0 + 10 * SECOND], rate=None)
+    p.plan(T0, SECOND)
+    p.plan(T0 + SECOND, SECOND)
+    assert meta.asked == 2
+
+
+def test_without_a_wall_clock_every_plan_asks_the_brokers() -> None:
+    meta = AskCounter(marks={("a", 0): (0, 5), ("b", 0): (0, 0)})
+    p = planner(meta)
+    for n in range(3):
+        p.plan(T0 + n * SECOND, SECOND)
+    assert meta.asked == 3
+
+
+def test_resume_forgets_what_an_earlier_plan_proved() -> None:
+    meta = AskCounter(marks={("a", 0): (0, 5), ("b", 0): (0, 0)})
+    p = down_time_planner(meta, [T0 + 10 * SECOND], rate=None)
+    p.plan(T0, SECOND)
+    p.resume({("a", 0): 2, ("b", 0): 0})
+    assert spans(p.plan(T0 + SECOND, SECOND)) == [("a", 0, 2, 5), ("b", 0, 0, 0)]
+
+
 # --- data loss ---------------------------------------------------------------------------------
 
 
