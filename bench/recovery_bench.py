@@ -64,9 +64,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from connectors.offsets import OffsetRange  # noqa: E402
 from service.config.settings import load_settings  # noqa: E402
 from service.dev.brokers import kafka_endpoint  # noqa: E402
-from service.testing.outage import journal_outage  # noqa: E402
 from service.dev.postgres_server import postgres_endpoint  # noqa: E402
 from service.dev.service_process import ServiceProcess  # noqa: E402
+from service.testing.outage import journal_outage  # noqa: E402
 
 PARTITIONS = 4
 LINES_PER_SECOND = 2_000  # steady input, well under the job's capacity

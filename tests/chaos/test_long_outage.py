@@ -26,8 +26,8 @@ import yaml
 
 from connectors.offsets import OffsetRange
 from service.config.settings import load_settings
-from service.testing.outage import journal_outage
 from service.graph.functions import words_of
+from service.testing.outage import journal_outage
 from sinks.files import FileSink
 from tests.chaos.conftest import (
     INPUT_PARTITIONS,
