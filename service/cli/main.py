@@ -17,6 +17,9 @@ if TYPE_CHECKING:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(
+    __version__, "--version", prog_name="dstreams", message="%(prog)s %(version)s"
+)
 def cli() -> None:
     """dstreams: exactly-once Discretized Streams on PySpark, fed by Kafka.
 
@@ -28,6 +31,7 @@ def cli() -> None:
       dstreams journal show --file state/journal
       dstreams dev kafka --brokers 3
       dstreams demo
+      dstreams --version
     """
 
 
