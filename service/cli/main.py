@@ -134,6 +134,7 @@ def demo(seconds: int, rate: int) -> None:
 
 def _register_groups() -> None:
     # Imported here so that a broken optional group cannot stop `dstreams --help` from loading.
+    from service.cli.audit import audit
     from service.cli.checkpoint import checkpoint
     from service.cli.config import config
     from service.cli.dev import dev
@@ -145,6 +146,7 @@ def _register_groups() -> None:
     cli.add_command(ingest)
     cli.add_command(journal)
     cli.add_command(checkpoint)
+    cli.add_command(audit)
     cli.add_command(dev)
     cli.add_command(executor)
 
