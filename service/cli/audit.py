@@ -1,8 +1,9 @@
-"""`dstreams audit`: check from a job's journal that every input offset was planned exactly once.
+"""`dstreams audit`: check from a job's journal, and its sinks, that every input offset was
+planned exactly once and every completed batch is committed in its sinks.
 
-The journal's part of the exactly-once audit (`service.journal.audit`); it reads only, so it is
-safe while the driver runs. The sinks' side (each completed batch committed exactly once in its
-sink) is not checked by this command.
+The journal's part is `service.journal.audit`, the sinks' part `service.cli.sink_audit` (the
+files sink today; with `--config` only, which names the sinks). It reads only, so it is safe
+while the driver runs.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import click
 
 from service.cli.journal import JournalSource, _read, _source_options
+from service.cli.sink_audit import OutputCheck, check_outputs
 from service.journal.audit import JournalAudit, audit_journal
 from service.journal.base import JournalState
 
@@ -17,23 +19,29 @@ from service.journal.base import JournalState
 @click.command()
 @_source_options
 def audit(source: JournalSource) -> None:
-    """Check that the journal planned every input offset exactly once; exit 1 on a violation.
+    """Check every input offset was planned exactly once and every completed batch is
+    committed in its sinks; exit 1 naming each violation.
 
     \b
     Per topic partition the batches' ranges must follow each other with no gap and no overlap,
     a re-planned batch must cover the same offsets, every completed batch must have been planned.
     Offsets a read skipped because retention deleted them are journaled, and counted as lost.
-    A compacted journal is audited from its first kept batch. Reads only.
+    With --config, each completed batch of a files output must have its _SUCCESS and exactly
+    the parts it names; outputs of other sinks are listed as not checked. A compacted journal
+    is audited from its first kept batch. Reads only.
 
     \b
     Examples:
       dstreams audit --config job.yaml
       dstreams audit --file state/journal
     """
-    result = audit_journal(JournalState.from_records(_read(source.journal)))
-    click.echo("\n".join(describe(result, source.label)))
-    if not result.ok:
-        msg = f"{source.label}: {len(result.violations)} violations of exactly-once input"
+    state = JournalState.from_records(_read(source.journal))
+    result = audit_journal(state)
+    outputs = check_outputs(source.settings, state) if source.settings is not None else None
+    click.echo("\n".join(describe(result, source.label) + describe_outputs(outputs)))
+    failed = len(result.violations) + sum(len(c.violations) for c in outputs or [])
+    if failed:
+        msg = f"{source.label}: {failed} violations of exactly-once"
         raise click.ClickException(msg)
 
 
@@ -58,3 +66,15 @@ def _batches(result: JournalAudit) -> str:
         return "none planned"
     first, last = result.planned[0], result.planned[-1]
     return f"{len(result.planned)} planned ({first} .. {last}), {len(result.completed)} completed"
+
+
+def describe_outputs(checks: list[OutputCheck] | None) -> list[str]:
+    """The sinks' part of the summary: what was checked of each output, every violation."""
+    if checks is None:
+        return ["outputs: not checked (give --config, which names the sinks)"]
+    lines = ["outputs:" + ("" if checks else " none completed")]
+    for check in checks:
+        done = "checked" if check.checked else "not checked by this version"
+        lines.append(f"  {check.output} ({check.kind}): {check.batches} completed batches, {done}")
+        lines += [f"VIOLATION {v.kind}: {v.message}" for v in check.violations]
+    return lines

@@ -189,6 +189,8 @@ def test_cli_audit_prints_the_coverage_and_passes(tmp_path: Path) -> None:
         "  words-0: offsets [0, 30) in 3 batches, 0 lost to retention",
         "  words-1: offsets [0, 9) in 3 batches, 0 lost to retention",
         "input offsets: each planned exactly once",
+        "outputs:",
+        "  out (unconfigured): 3 completed batches, not checked by this version",
     ]
 
 
@@ -203,4 +205,5 @@ def test_cli_audit_names_each_violation_and_exits_1(tmp_path: Path) -> None:
     assert "VIOLATION gap: words-0: offsets [10, 12) were never planned" in "\n".join(lines)
     assert "VIOLATION overlap: words-1: offsets [3, 5) were planned twice" in "\n".join(lines)
     assert "input offsets: FAILED" in lines
-    assert lines[-1] == f"Error: file {path}: 2 violations of exactly-once input"
+    assert "outputs: not checked (give --config, which names the sinks)" in lines
+    assert lines[-1] == f"Error: file {path}: 2 violations of exactly-once"
