@@ -48,6 +48,7 @@ from connectors.kafka_client import end_offsets
 from service.dev.brokers import create_topic
 from service.dev.service_process import ServiceProcess
 from service.graph.functions import words_of
+from service.journal.audit import audit_journal
 from service.journal.base import JournalState
 from service.journal.file import FileJournal
 from service.journal.records import JournalRecord, SnapshotRecord, decode_bytes
@@ -365,6 +366,8 @@ class ChaosApp:
         report = SinkReport()
         state = self.journal_state()
         state.validate()
+        audit = audit_journal(state)  # what `dstreams audit` checks of the journal
+        assert audit.ok, [v.message for v in audit.violations]
         pending = [record.batch_time for record in state.pending()]
         assert not pending, f"batches still pending: {pending}"
         # Batches with input: each wrote every partition of every output (empty ones wrote none).
