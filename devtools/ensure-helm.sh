@@ -104,6 +104,6 @@ if dest.exists():
 dest.parent.mkdir(parents=True, exist_ok=True)
 shutil.move(str(out.parent), str(dest))
 PY
-  touch  touch "$marker"
+  touch "$marker"
 fi
 echo "$BIN"

@@ -1,28 +1,48 @@
 """`dstreams checkpoint show|verify`: inspect a stateful job's checkpoints without a driver.
 
-With the job's journal (`--file`, or `--kafka/--topic/--app`) they also say which checkpoints
-recovery may start from (the retained ones the journal names); without it, every checkpoint
-directory under `--path`. Neither command writes anything.
+With the job's journal they also say which checkpoints recovery may start from (the retained
+ones the journal names); the checkpoints found under the store but not journaled are shown as
+left by a crash. `--config job.yaml` names both the store and the journal; `--path` and the
+journal's path options (`--file`, or `--kafka/--topic/--app`) win over it. Neither command
+writes anything.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import wraps
 from pathlib import Path
+from typing import Any
 
 import click
 
-from service.cli.journal import _read, _source_options
+from service.cli.journal import JournalSource, _read, _source_options
 from service.graph.checkpoint_store import CheckpointError, CheckpointStore
 from service.journal.base import Journal, JournalState
 from service.journal.records import CheckpointRecord
 
-_PATH = click.option(
-    "--path",
-    "root",
-    required=True,
-    type=click.Path(file_okay=False, path_type=Path),
-    help="the checkpoint store (the job's checkpoint.path)",
-)
+
+def _store_options(command: Callable[..., None]) -> Callable[..., None]:
+    """Adds `--path DIR` and the journal's options, passed on as the journal and the store:
+    `--path` when given, else the `checkpoint.path` of the job's `--config`."""
+
+    @click.option(
+        "--path",
+        "root",
+        type=click.Path(file_okay=False, path_type=Path),
+        help="the checkpoint store (default: checkpoint.path of --config)",
+    )
+    @_source_options
+    @wraps(command)
+    def wrapper(source: JournalSource, root: Path | None, **kwargs: Any) -> None:
+        if root is None:
+            if source.settings is None:
+                msg = "give --path DIR, or --config JOB.yaml whose checkpoint.path names the store"
+                raise click.UsageError(msg)
+            root = Path(source.settings.checkpoint.path)
+        command(source, CheckpointStore(root), **kwargs)
+
+    return wrapper
 
 
 @click.group()
@@ -31,18 +51,18 @@ def checkpoint() -> None:
 
     \b
     Examples:
+      dstreams checkpoint show --config config/wordcount.yaml
       dstreams checkpoint show --path state/checkpoints --file state/journal
       dstreams checkpoint verify --path state/checkpoints --file state/journal
     """
 
 
 @checkpoint.command()
-@_PATH
-@_source_options
-def show(source: Journal, label: str, root: Path) -> None:
+@_store_options
+def show(source: JournalSource, store: CheckpointStore) -> None:
     """Each checkpoint: batch time, pieces, records and bytes, and whether the journal uses it."""
-    store = CheckpointStore(root)
-    journaled = _retained(source)
+    root = store.root
+    journaled = _retained(source.journal)
     times = sorted(set(store.batch_times()) | {r.batch_time for r in journaled})
     if not times:
         click.echo(f"{root}: no checkpoints")
@@ -62,15 +82,14 @@ def show(source: Journal, label: str, root: Path) -> None:
 
 
 @checkpoint.command()
-@_PATH
-@_source_options
-def verify(source: Journal, label: str, root: Path) -> None:
+@_store_options
+def verify(source: JournalSource, store: CheckpointStore) -> None:
     """Read every part of the checkpoints recovery may use against its manifest (SHA-256);
     exit 1 when none of them is usable."""
-    store = CheckpointStore(root)
-    journaled = [r for r in _retained(source) if r.refs]
+    root = store.root
+    journaled = [r for r in _retained(source.journal) if r.refs]
     if not journaled:
-        click.echo(f"{label}: the journal names no checkpoint with state; nothing to verify")
+        click.echo(f"{source.label}: the journal names no checkpoint with state; nothing to verify")
         return
     usable = 0
     for record in journaled:

@@ -1,22 +1,28 @@
 """`dstreams journal show|verify`: read a job's journal (file or Kafka) without taking an epoch.
 
-Neither command writes: they never fence the running driver and never truncate a torn tail.
+Neither command writes: they never fence the running driver and never truncate a torn tail. The
+journal is the one the job's `--config` names, or one given by path options, which win.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import wraps
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from service.cli.config import config_option
 from service.errors import DStreamsError
 from service.journal.base import Journal, JournalState
 from service.journal.records import JournalRecord, PlannedRecord
+
+if TYPE_CHECKING:
+    from service.config.settings import Settings
 
 
 @click.group()
@@ -25,15 +31,28 @@ def journal() -> None:
 
     \b
     Examples:
+      dstreams journal show --config config/wordcount.yaml
       dstreams journal show --file /data/wordcount.journal
       dstreams journal show --kafka 127.0.0.1:9092 --topic dstreams-journal --app wordcount
       dstreams journal verify --file /data/wordcount.journal
     """
 
 
-def _source_options(command: Callable[..., None]) -> Callable[..., None]:
-    """Adds `--file PATH | --kafka BOOTSTRAP --topic T --app APP`, passed on as one `Journal`."""
+@dataclass(frozen=True)
+class JournalSource:
+    """The journal a command reads, how its messages name it, and the job's settings when the
+    journal came from `--config` (None when path options named it)."""
 
+    journal: Journal
+    label: str
+    settings: Settings | None = None
+
+
+def _source_options(command: Callable[..., None]) -> Callable[..., None]:
+    """Adds `--config JOB.yaml` and `--file PATH | --kafka BOOTSTRAP --topic T --app APP`,
+    passed on as one `JournalSource`."""
+
+    @config_option
     @click.option(
         "--file",
         "file_",
@@ -45,14 +64,24 @@ def _source_options(command: Callable[..., None]) -> Callable[..., None]:
     @click.option("--app", help="app id (with --kafka)")
     @wraps(command)
     def wrapper(
+        config_path: Path | None,
         file_: Path | None,
         bootstrap: str | None,
         topic: str | None,
         app: str | None,
         **kwargs: Any,
     ) -> None:
-        source, label = _journal_from_options(file_, bootstrap, topic, app)
-        command(source, label, **kwargs)
+        if file_ is not None or bootstrap or topic or app:
+            source = _journal_from_options(file_, bootstrap, topic, app)
+        elif config_path is not None:
+            source = _journal_from_config(config_path)
+        else:
+            msg = (
+                "give --config JOB.yaml (the job's journal settings), or --file PATH, or "
+                "--kafka BOOTSTRAP with --topic T and --app APP"
+            )
+            raise click.UsageError(msg)
+        command(source, **kwargs)
 
     return wrapper
 
@@ -60,43 +89,46 @@ def _source_options(command: Callable[..., None]) -> Callable[..., None]:
 @journal.command()
 @_source_options
 @click.option("--json", "as_json", is_flag=True, help="print the summary as JSON")
-def show(source: Journal, label: str, as_json: bool) -> None:
+def show(source: JournalSource, as_json: bool) -> None:
     """Epochs, last planned and completed batches, checkpoint, pending batches, positions.
 
     Reads only; safe while the driver runs.
 
     \b
     Examples:
+      dstreams journal show --config job.yaml
       dstreams journal show --file state/journal
       dstreams journal show --file state/journal --json
       dstreams journal show --kafka 127.0.0.1:9092 --topic dstreams-journal --app wordcount
     """
-    state = JournalState.from_records(_read(source))
+    state = JournalState.from_records(_read(source.journal))
     if as_json:
-        click.echo(json.dumps({"journal": label, **state.summary()}, indent=2))
+        click.echo(json.dumps({"journal": source.label, **state.summary()}, indent=2))
     else:
-        click.echo("\n".join(describe(state, label)))
+        click.echo("\n".join(describe(state, source.label)))
 
 
 @journal.command()
 @_source_options
-def verify(source: Journal, label: str) -> None:
+def verify(source: JournalSource) -> None:
     """Check integrity (framing, checksums, versions) and contiguity; exit 1 on any damage.
 
     Reads only; safe while the driver runs. A damaged record is named by its byte offset.
 
     \b
     Examples:
+      dstreams journal verify --config job.yaml
       dstreams journal verify --file state/journal
       dstreams journal verify --kafka 127.0.0.1:9092 --topic dstreams-journal --app wordcount
     """
-    state = JournalState.from_records(_read(source))
+    label = source.label
+    state = JournalState.from_records(_read(source.journal))
     try:
         state.validate()
     except DStreamsError as exc:
         msg = f"{label}: {exc}"
         raise click.ClickException(msg) from exc
-    torn = _torn_tail(source)
+    torn = _torn_tail(source.journal)
     if torn:
         click.echo(
             f"{label}: note: the last {torn[1]} bytes (from byte {torn[0]}) are a torn append "
@@ -139,22 +171,48 @@ def describe(state: JournalState, label: str) -> list[str]:
 
 def _journal_from_options(
     file_: Path | None, bootstrap: str | None, topic: str | None, app: str | None
-) -> tuple[Journal, str]:
+) -> JournalSource:
     if file_ is not None and bootstrap is None:
         if not file_.exists():
             msg = f"no journal file at {file_}; expected the path the job's settings name"
             raise click.BadParameter(msg, param_hint="--file")
         from service.journal.file import FileJournal
 
-        return FileJournal(file_), f"file {file_}"
+        return JournalSource(FileJournal(file_), f"file {file_}")
     if file_ is None and bootstrap and topic and app:
         from service.journal.kafka import KafkaJournal
 
         conf = {"bootstrap.servers": bootstrap}
         # Replication settings only matter when a writer creates the topic; readers never do.
-        return KafkaJournal(conf, topic, app, 1, 1), f"kafka topic {topic} at {bootstrap}"
+        return JournalSource(KafkaJournal(conf, topic, app, 1, 1), _kafka_label(topic, bootstrap))
     msg = "give either --file PATH, or --kafka BOOTSTRAP with --topic T and --app APP"
     raise click.UsageError(msg)
+
+
+def _journal_from_config(config_path: Path) -> JournalSource:
+    """The journal the job's settings name, built as the service builds it (with the Kafka
+    client settings, security included), so nothing is retyped."""
+    from service.cli.config import load_or_exit
+    from service.config.journal import FileJournalSettings
+
+    settings = load_or_exit(config_path)
+    configured = settings.journal
+    if isinstance(configured, FileJournalSettings):
+        path = Path(configured.path)
+        if not path.exists():
+            msg = (
+                f"no journal file at {path} (journal.path in {config_path}); run from the "
+                "directory the service runs in, or give --file PATH"
+            )
+            raise click.BadParameter(msg, param_hint="--config")
+        label = f"file {path}"
+    else:
+        label = _kafka_label(configured.topic, settings.kafka.bootstrap_servers)
+    return JournalSource(configured.build(settings.app_id, settings.kafka), label, settings)
+
+
+def _kafka_label(topic: str, bootstrap: str) -> str:
+    return f"kafka topic {topic} at {bootstrap}"
 
 
 def _read(source: Journal) -> list[JournalRecord]:

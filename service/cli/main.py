@@ -17,6 +17,9 @@ if TYPE_CHECKING:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(
+    __version__, "--version", prog_name="dstreams", message="%(prog)s %(version)s"
+)
 def cli() -> None:
     """dstreams: exactly-once Discretized Streams on PySpark, fed by Kafka.
 
@@ -28,6 +31,7 @@ def cli() -> None:
       dstreams journal show --file state/journal
       dstreams dev kafka --brokers 3
       dstreams demo
+      dstreams --version
     """
 
 
@@ -130,6 +134,7 @@ def demo(seconds: int, rate: int) -> None:
 
 def _register_groups() -> None:
     # Imported here so that a broken optional group cannot stop `dstreams --help` from loading.
+    from service.cli.audit import audit
     from service.cli.checkpoint import checkpoint
     from service.cli.config import config
     from service.cli.dev import dev
@@ -141,6 +146,7 @@ def _register_groups() -> None:
     cli.add_command(ingest)
     cli.add_command(journal)
     cli.add_command(checkpoint)
+    cli.add_command(audit)
     cli.add_command(dev)
     cli.add_command(executor)
 

@@ -45,9 +45,11 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from connectors.kafka_client import end_offsets
+from service.cli.sink_audit import check_file_output
 from service.dev.brokers import create_topic
 from service.dev.service_process import ServiceProcess
 from service.graph.functions import words_of
+from service.journal.audit import audit_journal
 from service.journal.base import JournalState
 from service.journal.file import FileJournal
 from service.journal.records import JournalRecord, SnapshotRecord, decode_bytes
@@ -365,6 +367,8 @@ class ChaosApp:
         report = SinkReport()
         state = self.journal_state()
         state.validate()
+        audit = audit_journal(state)  # what `dstreams audit` checks of the journal
+        assert audit.ok, [v.message for v in audit.violations]
         pending = [record.batch_time for record in state.pending()]
         assert not pending, f"batches still pending: {pending}"
         # Batches with input: each wrote every partition of every output (empty ones wrote none).
@@ -431,6 +435,8 @@ class ChaosApp:
             d.name for d in (self.files_root / FILES_OUT).glob("t=*") if not (d / SUCCESS).exists()
         ]
         assert not uncommitted, f"files sink: batch folders without {SUCCESS}: {uncommitted}"
+        audited = check_file_output(sink, FILES_OUT, sorted(batches))  # as `dstreams audit` does
+        assert not audited, [v.message for v in audited]
         assert_same_totals("files", totals, expected)
         assert_markers_once("files part files", parts, batches, OUTPUT_PARTITIONS)
         return totals

@@ -57,6 +57,10 @@ class JournalBackend(Protocol):
         """The options that point `dstreams journal show|verify` at this test's store."""
         ...
 
+    def job_settings(self) -> dict[str, Any]:
+        """The settings of a job's `--config` (app id, Kafka, journal) naming this test's store."""
+        ...
+
     def close_all(self) -> None:
         """Close every journal this adapter made."""
         ...
@@ -99,6 +103,13 @@ class FileBackend:
 
     def cli_location(self) -> list[str]:
         return ["--file", str(self.path)]
+
+    def job_settings(self) -> dict[str, Any]:
+        return {
+            "app_id": "contract",
+            "kafka": {"bootstrap_servers": "localhost:9092"},  # a file journal never asks it
+            "journal": {"type": "file", "path": str(self.path)},
+        }
 
     def close_all(self) -> None:
         for journal in self.made:
@@ -161,6 +172,13 @@ class KafkaBackend:
 
     def cli_location(self) -> list[str]:
         return ["--kafka", self.bootstrap, "--topic", self.topic, "--app", self.app_id]
+
+    def job_settings(self) -> dict[str, Any]:
+        return {
+            "app_id": self.app_id,
+            "kafka": {"bootstrap_servers": self.bootstrap},
+            "journal": {"type": "kafka", "topic": self.topic},
+        }
 
     def close_all(self) -> None:
         for journal in self.made:

@@ -10,7 +10,10 @@ snapshot windows, producer errors) stay in each backend's own tests.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from connectors.offsets import OffsetRange
@@ -209,3 +212,26 @@ def test_cli_shows_and_verifies_a_healthy_journal(journal_backend: JournalBacken
     assert f"next offsets:   {TOPIC}-0=30" in shown.output
     verified = runner.invoke(journal_group, ["verify", *where])
     assert verified.exit_code == 0 and "ok — 6 records" in verified.output
+
+
+def test_cli_reads_the_journal_a_jobs_config_names(
+    journal_backend: JournalBackend, tmp_path: Path
+) -> None:
+    writer = journal_backend.make(owner="driver-a")
+    writer.open()
+    write_batches(writer, 1, range(1000, 3000, 1000))
+    config = tmp_path / "job.yaml"
+    settings = {"job": "examples.wordcount:build", **journal_backend.job_settings()}
+    config.write_text(yaml.safe_dump(settings))
+    runner = CliRunner()
+
+    outputs = {}
+    for command in ("show", "verify"):
+        by_config = runner.invoke(journal_group, [command, "--config", str(config)])
+        assert by_config.exit_code == 0, by_config.output
+        by_options = runner.invoke(journal_group, [command, *journal_backend.cli_location()])
+        assert by_config.output == by_options.output
+        outputs[command] = by_config.output
+    assert "by driver-a" in outputs["show"]
+    assert f"next offsets:   {TOPIC}-0=20" in outputs["show"]
+    assert "ok — " in outputs["verify"]

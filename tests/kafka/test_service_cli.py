@@ -45,6 +45,7 @@ COMMANDS = [
     ("journal",),
     ("journal", "show"),
     ("journal", "verify"),
+    ("audit",),
     ("dev",),
     ("dev", "kafka"),
     ("ingest",),
@@ -238,6 +239,20 @@ def test_journal_verify_accepts_the_journal_of_the_run(run: Run) -> None:
     assert result.returncode == 0, result.stderr
     state = journal_state(run.journal)
     assert f"ok — {len(state.records)} records, epoch 1" in result.stdout
+
+
+def test_audit_of_the_run_finds_every_line_planned_exactly_once(run: Run) -> None:
+    result = dstreams("audit", "--config", str(run.service.config_path))
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    for partition in range(PARTITIONS):
+        covered = f"  {run.topic}-{partition}: offsets [0, {LINES_PER_PARTITION}) in "
+        assert any(line.startswith(covered) for line in lines), result.stdout
+    assert "input offsets: each planned exactly once" in lines
+    # The run's one output goes to a files sink: every completed batch is checked there.
+    counts = [line for line in lines if line.startswith("  counts (files): ")]
+    assert len(counts) == 1 and counts[0].endswith(" completed batches, checked"), result.stdout
+    assert not any(line.startswith("VIOLATION") for line in lines), result.stdout
 
 
 def test_journal_verify_names_the_offset_of_damage_in_the_middle(run: Run, tmp_path: Path) -> None:

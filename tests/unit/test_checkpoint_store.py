@@ -124,3 +124,58 @@ def test_a_manifest_of_a_newer_format_is_refused_with_what_to_do(tmp_path: Path)
     path.write_text(json.dumps({**json.loads(path.read_text()), "v": FORMAT_VERSION + 1}))
     with pytest.raises(CheckpointError, match=r"format version 3; .*written by a newer dstreams"):
         store.verify("5000/s1-x")
+
+
+def journaled_store(tmp_path: Path) -> tuple[CheckpointStore, Path]:
+    store = CheckpointStore(tmp_path / "checkpoints")
+    write_piece(store, "5000/s1-x", [[("a", 1)]])
+    journal_path = tmp_path / "journal"
+    with FileJournal(journal_path, owner="test") as journal:
+        epoch = journal.open()
+        journal.append(CheckpointRecord(epoch, 5000, {"s1-x": "5000/s1-x"}))
+    return store, journal_path
+
+
+def job_config(tmp_path: Path, checkpoints: Path, journal_path: Path) -> Path:
+    config = tmp_path / "job.yaml"
+    config.write_text(
+        "app_id: counts\njob: examples.wordcount:build\n"
+        "kafka: {bootstrap_servers: 'localhost:9092'}\n"
+        f"checkpoint: {{path: '{checkpoints}'}}\n"
+        f"journal: {{type: file, path: '{journal_path}'}}\n"
+    )
+    return config
+
+
+def test_cli_takes_the_store_and_the_journal_from_the_config(tmp_path: Path) -> None:
+    store, journal_path = journaled_store(tmp_path)
+    config = job_config(tmp_path, store.root, journal_path)
+    explicit = ["--path", str(store.root), "--file", str(journal_path)]
+    for command in ("show", "verify"):
+        by_config = CliRunner().invoke(checkpoint, [command, "--config", str(config)])
+        assert by_config.exit_code == 0, by_config.output
+        assert by_config.output == CliRunner().invoke(checkpoint, [command, *explicit]).output
+    shown = CliRunner().invoke(checkpoint, ["show", "--config", str(config)])
+    assert "batch 5000: journaled" in shown.output
+
+
+def test_cli_path_wins_over_the_configs_checkpoint_path(tmp_path: Path) -> None:
+    store, journal_path = journaled_store(tmp_path)
+    config = job_config(tmp_path, tmp_path / "empty", journal_path)
+    args = ["show", "--config", str(config)]
+    from_config = CliRunner().invoke(checkpoint, args)
+    assert f"has no manifest at {tmp_path / 'empty'}" in from_config.output
+    overridden = CliRunner().invoke(checkpoint, [*args, "--path", str(store.root)])
+    assert overridden.exit_code == 0, overridden.output
+    assert "s1-x: 1 partitions, 1 records" in overridden.output
+
+
+def test_cli_without_a_store_says_what_to_give(tmp_path: Path) -> None:
+    _store, journal_path = journaled_store(tmp_path)
+    result = CliRunner().invoke(
+        checkpoint, ["show", "--file", str(journal_path)], env={"DSTREAMS_CONFIG": None}
+    )
+    assert result.exit_code == 2
+    assert "give --path DIR, or --config JOB.yaml whose checkpoint.path names the store" in (
+        result.output
+    )

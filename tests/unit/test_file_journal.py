@@ -228,3 +228,54 @@ def test_cli_verify_fails_on_a_corrupt_record_and_names_it(path: Path) -> None:
     corrupt = runner.invoke(journal_group, ["verify", "--file", str(path)])
     assert corrupt.exit_code == 1 and "is corrupt at byte" in corrupt.output
     assert runner.invoke(journal_group, ["show"]).exit_code == 2
+
+
+def job_config(tmp_path: Path, journal_path: Path) -> Path:
+    config = tmp_path / "job.yaml"
+    config.write_text(
+        "app_id: wordcount\njob: examples.wordcount:build\n"
+        "kafka: {bootstrap_servers: 'localhost:9092'}\n"
+        f"journal: {{type: file, path: '{journal_path}'}}\n"
+    )
+    return config
+
+
+def test_cli_reads_the_journal_the_config_names(path: Path, tmp_path: Path) -> None:
+    with FileJournal(path) as j:
+        j.open()
+        write_batches(j, 1, range(1000, 3000, 1000))
+    runner = CliRunner()
+    config = job_config(tmp_path, path)
+    outputs = {}
+    for command in ("show", "verify"):
+        by_config = runner.invoke(journal_group, [command, "--config", str(config)])
+        by_path = runner.invoke(journal_group, [command, "--file", str(path)])
+        assert by_config.exit_code == 0, by_config.output
+        assert by_config.output == by_path.output
+        outputs[command] = by_config.output
+    assert f"journal:        file {path}" in outputs["show"]
+    assert "pending:        none" in outputs["show"]
+    assert outputs["verify"].startswith(f"file {path}: ok — 5 records")
+
+
+def test_cli_path_options_win_over_the_config(path: Path, tmp_path: Path) -> None:
+    with FileJournal(path) as j:
+        j.open()
+        write_batches(j, 1, range(1000, 2000, 1000))
+    config = job_config(tmp_path, tmp_path / "elsewhere" / "journal")
+    shown = CliRunner().invoke(
+        journal_group, ["show", "--config", str(config), "--file", str(path)]
+    )
+    assert shown.exit_code == 0, shown.output
+    assert f"journal:        file {path}" in shown.output
+
+
+def test_cli_says_what_to_give_when_no_journal_is_named(path: Path, tmp_path: Path) -> None:
+    runner = CliRunner()
+    neither = runner.invoke(journal_group, ["show"], env={"DSTREAMS_CONFIG": None})
+    assert neither.exit_code == 2
+    assert "give --config JOB.yaml (the job's journal settings), or --file PATH" in neither.output
+    config = job_config(tmp_path, path)  # names a journal no driver has written yet
+    missing = runner.invoke(journal_group, ["verify", "--config", str(config)])
+    assert missing.exit_code == 2
+    assert f"no journal file at {path} (journal.path in {config})" in missing.output
