@@ -243,7 +243,7 @@ def service_grants(
     markers = f"dstreams.markers.{app_id}."  # grown (ALTER) when an output has more tasks
     grants += [Grant("topic", markers, op, prefixed=True) for op in ("READ", "ALTER", *written)]
     grants.append(Grant("transactional-id", f"dstreams.{app_id}.", "WRITE", prefixed=True))
-    grants.append(Grant("transactional-id", f"dstreams-journal-{app_id}", "WRITE", prefixed=True))
+    grants.append(Grant("transactional-id", f"dstreams-journal.{app_id}.", "WRITE", prefixed=True))
     # Kafka outputs check the brokers' transaction.max.timeout.ms at start-up.
     grants.append(Grant("cluster", "kafka-cluster", "DESCRIBE_CONFIGS"))
     return grants

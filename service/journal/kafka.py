@@ -3,8 +3,8 @@
 How it stays correct:
 
 - **Fencing.** Every driver of an app uses one fixed ``transactional.id``,
-  ``dstreams-journal-<app>``. `open` calls `init_transactions()` first: the broker aborts any
-  transaction the previous holder left open and bumps the producer epoch, so the old driver's
+  ``dstreams-journal.<app>.journal``. `open` calls `init_transactions()` first: the broker aborts
+  any transaction the previous holder left open and bumps the producer epoch, so the old driver's
   next commit fails with a fencing error, which `append` raises as `FencedOut`. Only after that
   does `open` read the journal, so it sees everything the old driver committed and nothing it
   can still add.
@@ -73,9 +73,16 @@ _BATCH_OVERHEAD_BYTES = 4 << 10
 JOURNAL_TOPIC = TopicRole("journal topic", JournalError)
 
 
+def transactional_id_prefix(app_id: str) -> str:
+    """What the journal's transactional id of `app_id` starts with: the ACL's prefix. It ends
+    with a separator that no app id holds, so app ``orders``'s prefix is no prefix of app
+    ``orders-eu``'s id, and an ACL granted to one app does not reach the other."""
+    return f"dstreams-journal.{app_id}."
+
+
 def transactional_id(app_id: str) -> str:
     """The one transactional id every driver of `app_id` shares; sharing it is what fences."""
-    return f"dstreams-journal-{app_id}"
+    return f"{transactional_id_prefix(app_id)}journal"
 
 
 class KafkaJournal:
