@@ -318,8 +318,17 @@ def write_client_files(
         "sasl_password": directory / f"{user}.sasl-password",
         "key_password": directory / f"{user}.key-password",
     }
-    sasl = {"bootstrap_servers": sasl_bootstrap, "properties": security.sasl_ssl_properties(user)}
-    mtls = {"bootstrap_servers": ssl_bootstrap, "properties": security.mtls_properties(user)}
+    sasl: dict[str, object] = {
+        "bootstrap_servers": sasl_bootstrap,
+        "properties": security.sasl_ssl_properties(user),
+    }
+    mtls: dict[str, object] = {
+        "bootstrap_servers": ssl_bootstrap,
+        "properties": security.mtls_properties(user),
+    }
+    for snippet in (sasl, mtls):
+        # The local broker's topics have one replica: warn about them rather than refuse to start.
+        snippet["require_replication"] = False
     files["sasl_ssl"].write_text(yaml.safe_dump({"kafka": sasl}, sort_keys=False))
     files["mutual_tls"].write_text(yaml.safe_dump({"kafka": mtls}, sort_keys=False))
     for key, secret in (
