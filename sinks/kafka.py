@@ -259,7 +259,11 @@ class KafkaSink:
     def _grow_marker_topic(self, admin: Any, marker_topic: str, partitions: int) -> None:
         """Create the marker topic, or grow it to `partitions` partitions (more are kept)."""
         wanted = max(partitions, self.marker_partitions)
-        markers = TopicSpec(marker_topic, wanted, self.replication_factor, MARKER_TOPIC_CONFIG)
+        rf = self.replication_factor
+        # Deletion (cleanup.policy=delete) would drop the newest marker of an idle partition.
+        markers = TopicSpec(
+            marker_topic, wanted, rf, MARKER_TOPIC_CONFIG, tuple(MARKER_TOPIC_CONFIG)
+        )
         ensure_topic(admin, markers, MARKER_TOPIC, "grow")
         self._marker_capacity[marker_topic] = wanted
 

@@ -19,6 +19,7 @@ How it stays correct:
   the windows are counted generously.
 - **Retention.** The topic is created with unlimited retention (``cleanup.policy=delete``,
   ``retention.ms=-1``): the journal is the master state and must not expire while a job is down.
+  An existing topic with compaction or a finite retention is refused at `open`, naming the fix.
   Should its start be deleted anyway (low watermark > 0) and no snapshot follow, reading fails
   instead of silently starting over.
 """
@@ -376,8 +377,10 @@ class KafkaJournal:
             "min.insync.replicas": str(self.min_insync_replicas),
             "max.message.bytes": str(MAX_MESSAGE_BYTES),
         }
-        # One partition, since only one partition keeps the records in order.
-        spec = TopicSpec(self.topic, 1, self.replication_factor, config)
+        # One partition, since only one partition keeps the records in order. Compaction or a
+        # finite retention on an existing topic could delete what recovery still reads: refused.
+        kept = ("cleanup.policy", "retention.ms", "retention.bytes")
+        spec = TopicSpec(self.topic, 1, self.replication_factor, config, kept)
         ensure_topic(new_admin_client(self.conf), spec, JOURNAL_TOPIC, "refuse", self.timeout_s)
 
     def _tail(self) -> CommittedTail:
