@@ -243,6 +243,9 @@ class KafkaSink:
         if self.writes_on_driver:
             self.open_driver_producers(app, output)
 
+    def forget_before(self, app: str, output: str, batch_time: int) -> None:
+        """Nothing: the marker topic is compacted, so it keeps only each partition's newest."""
+
     def prepare_tasks(self, app: str, output: str, tasks: int) -> None:
         """Before each write job: grow the marker topic to at least a partition per task.
 
