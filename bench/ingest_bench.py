@@ -145,7 +145,7 @@ def start_endpoint(bootstrap: str, topic: str, workdir: Path) -> Any:
     config = {
         "app_id": f"bench-ingest-{int(time.time())}",
         "job": "examples.wordcount:build",
-        "kafka": {"bootstrap_servers": bootstrap},
+        "kafka": {"bootstrap_servers": bootstrap, "require_replication": False},
         "sources": {"events": {"topics": [topic]}},
         "ingest": {"linger_ms": LINGER_MS},
         "logging": {"format": "json", "level": "WARNING"},

@@ -116,7 +116,7 @@ def job_config(app: str, bootstrap: str, dsn: str, workdir: Path, journal: str) 
         "batch_interval_ms": 1000,
         "default_partitions": 4,
         "spark": {"master": "local[2,4]"},
-        "kafka": {"bootstrap_servers": bootstrap},
+        "kafka": {"bootstrap_servers": bootstrap, "require_replication": False},
         "sources": {
             "lines": {
                 "topics": [f"{app}.lines"],

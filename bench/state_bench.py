@@ -383,7 +383,7 @@ def recovery_config(app: str, bootstrap: str, workdir: Path) -> dict[str, Any]:
         "batch_interval_ms": INTERVAL_MS,
         "default_partitions": 4,
         "spark": {"master": "local[2,4]"},
-        "kafka": {"bootstrap_servers": bootstrap},
+        "kafka": {"bootstrap_servers": bootstrap, "require_replication": False},
         "sources": {
             "lines": {
                 "topics": [f"{app}.lines"],

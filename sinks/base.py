@@ -144,5 +144,9 @@ class Sink(Protocol):
     def commit(self, app: str, output: str, batch_time: int, partitions: int) -> None:
         """Driver-side: check or mark batch `batch_time` complete for this output. Idempotent."""
 
+    def forget_before(self, app: str, output: str, batch_time: int) -> None:
+        """Driver-side: no batch before `batch_time` can be written again (the journal has
+        forgotten them), so what the sink keeps only to recognise them (markers) may go."""
+
     def close(self) -> None:
         """Driver-side, at shutdown: release this process's clients. Idempotent."""

@@ -28,6 +28,9 @@ class ConsoleSink:
     def prepare_tasks(self, app: str, output: str, tasks: int) -> None:
         """Nothing: any number of tasks writes here as it is."""
 
+    def forget_before(self, app: str, output: str, batch_time: int) -> None:
+        """Nothing: it keeps no marker per batch."""
+
     def write(self, key: BatchKey, rows: Iterable[Any]) -> WriteResult:
         shown = 0
         total = 0

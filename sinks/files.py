@@ -65,6 +65,9 @@ class FileSink:
     def prepare_tasks(self, app: str, output: str, tasks: int) -> None:
         """Nothing: any number of tasks writes here as it is."""
 
+    def forget_before(self, app: str, output: str, batch_time: int) -> None:
+        """Nothing: it keeps no marker per batch beside the batch itself."""
+
     def write(self, key: BatchKey, rows: Iterable[Any]) -> WriteResult:
         target = self.part_path(key)
         if target.exists():

@@ -243,6 +243,9 @@ class KafkaSink:
         if self.writes_on_driver:
             self.open_driver_producers(app, output)
 
+    def forget_before(self, app: str, output: str, batch_time: int) -> None:
+        """Nothing: the marker topic is compacted, so it keeps only each partition's newest."""
+
     def prepare_tasks(self, app: str, output: str, tasks: int) -> None:
         """Before each write job: grow the marker topic to at least a partition per task.
 
@@ -259,7 +262,11 @@ class KafkaSink:
     def _grow_marker_topic(self, admin: Any, marker_topic: str, partitions: int) -> None:
         """Create the marker topic, or grow it to `partitions` partitions (more are kept)."""
         wanted = max(partitions, self.marker_partitions)
-        markers = TopicSpec(marker_topic, wanted, self.replication_factor, MARKER_TOPIC_CONFIG)
+        rf = self.replication_factor
+        # Deletion (cleanup.policy=delete) would drop the newest marker of an idle partition.
+        markers = TopicSpec(
+            marker_topic, wanted, rf, MARKER_TOPIC_CONFIG, tuple(MARKER_TOPIC_CONFIG)
+        )
         ensure_topic(admin, markers, MARKER_TOPIC, "grow")
         self._marker_capacity[marker_topic] = wanted
 

@@ -36,6 +36,9 @@ class MemorySink:
     def prepare_tasks(self, app: str, output: str, tasks: int) -> None:
         """Nothing: any number of tasks writes here as it is."""
 
+    def forget_before(self, app: str, output: str, batch_time: int) -> None:
+        """Nothing: it keeps no marker per batch beside the batch itself."""
+
     def write(self, key: BatchKey, rows: Iterable[Any]) -> WriteResult:
         incoming = list(rows)
         # One step under the GIL: of concurrent writes of a key, exactly one stores its rows.

@@ -150,6 +150,20 @@ class PostgresSink:
             )
             raise SinkError(msg)
 
+    def forget_before(self, app: str, output: str, batch_time: int) -> None:
+        """Delete the marker rows of batches before `batch_time`: no replay can ask for them."""
+        query = sql.SQL(
+            "DELETE FROM {m} WHERE app = %s AND output = %s AND batch_time < %s"
+        ).format(m=_ident(self.markers_table))
+
+        def delete(conn: Conn) -> int:
+            deleted = conn.execute(query, (app, output, batch_time)).rowcount
+            conn.commit()
+            return deleted
+
+        deleted = self._on_driver(f"forget markers before batch {batch_time}", delete)
+        log.info("%s/%s: %d marker rows before batch %d deleted", app, output, deleted, batch_time)
+
     def close(self) -> None:
         """Close this process's (and thread's) cached connection to the DSN, if one is open."""
         _drop_connection(self._dsn)

@@ -3,7 +3,10 @@
 `ensure_topic` creates a topic if it is missing, reconciles its partition count with the one
 configured, and waits until every partition has a leader: the controller acknowledges a
 creation before every broker knows the topic, and a client started at once could otherwise
-find no partitions, or no leader, and fail.
+find no partitions, or no leader, and fail. An existing topic whose safety settings (`kept`: a
+journal's unlimited retention, a marker topic's compaction) were changed is refused, naming the
+`kafka-configs` command that restores them: under other settings the brokers could delete
+records that are still needed, and nothing would notice until a recovery.
 
 Topics are always described by listing all of them: a metadata request that names a missing
 topic makes brokers with ``auto.create.topics.enable`` create it with their defaults (one
@@ -47,6 +50,9 @@ class TopicSpec:
     partitions: int
     replication_factor: int
     config: Mapping[str, str] = field(default_factory=dict)
+    kept: tuple[str, ...] = ()
+    """The keys of `config` an existing topic must still have as configured (see the module
+    docstring); the others are only what a created topic starts with."""
 
 
 class TopicState(NamedTuple):
@@ -146,6 +152,8 @@ def ensure_topic(
         )
         raise role.error(msg)
     expected = len(state.leaders)
+    if state.exists:
+        check_kept_config(admin, spec, role, timeout_s)
     if not state.exists:
         _create(admin, spec, role, timeout_s)
         expected = spec.partitions
@@ -155,6 +163,44 @@ def ensure_topic(
         expected = _reconcile(admin, spec, expected, role, mismatch, timeout_s)
     in_sync = spec.replication_factor if all_in_sync else 0
     wait_for_leaders(admin, spec.name, expected, role, timeout_s, in_sync=in_sync)
+
+
+def check_kept_config(
+    admin: Any, spec: TopicSpec, role: TopicRole, timeout_s: float = ADMIN_TIMEOUT_S
+) -> None:
+    """Refuse `spec`'s existing topic if a setting in `spec.kept` differs from `spec.config`."""
+    if not spec.kept:
+        return
+    found = topic_config(admin, spec.name, role, timeout_s)
+    wrong = [key for key in spec.kept if found.get(key) != spec.config[key]]
+    if not wrong:
+        return
+    has = ", ".join(f"{key}={found.get(key)}" for key in wrong)
+    wanted = ",".join(f"{key}={spec.config[key]}" for key in wrong)
+    msg = (
+        f"{role.kind} {spec.name!r} has {has}; expected {wanted.replace(',', ', ')}: under "
+        "these settings the brokers may delete (by retention or compaction) records dstreams "
+        "still needs. Fix the topic with: kafka-configs --bootstrap-server <brokers> --alter "
+        f"--entity-type topics --entity-name {spec.name} --add-config {wanted}"
+    )
+    raise role.error(msg)
+
+
+def topic_config(
+    admin: Any, topic: str, role: TopicRole, timeout_s: float = ADMIN_TIMEOUT_S
+) -> dict[str, str]:
+    """The effective configuration of `topic` (its own settings over the brokers' defaults)."""
+    resource = ConfigResource(ResourceType.TOPIC, topic)
+    future = admin.describe_configs([resource], request_timeout=timeout_s)[resource]
+    try:
+        entries = future.result(timeout_s)
+    except KafkaException as exc:
+        msg = (
+            f"cannot describe the configuration of {role.kind} {topic!r}: {exc.args[0].str()}; "
+            "expected DescribeConfigs on it. Check the ACLs of this principal."
+        )
+        raise role.error(msg) from exc
+    return {name: entry.value for name, entry in entries.items()}
 
 
 def wait_for_leaders(

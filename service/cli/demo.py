@@ -57,7 +57,7 @@ def demo_config(workdir: Path, bootstrap: str) -> dict[str, Any]:
         "app_id": "wordcount-demo",
         "job": "examples.wordcount:build",
         "batch_interval_ms": 1000,
-        "kafka": {"bootstrap_servers": bootstrap},
+        "kafka": {"bootstrap_servers": bootstrap, "require_replication": False},
         "sources": {"lines": {"topics": [TOPIC], "starting_offsets": "earliest", "codec": "utf-8"}},
         "sinks": {"counts": {"type": "files", "path": str(workdir / "out")}},
         "journal": {"type": "file", "path": str(workdir / "state" / "journal")},

@@ -30,7 +30,9 @@ class KafkaSettings(ConfigModel):
     """Becomes librdkafka's sasl.password."""
     ssl_key_password: SecretStr | None = None
     """Becomes librdkafka's ssl.key.password."""
-    require_replication: bool = False
+    # On by default, as in the chart: a production config cannot forget it. One-broker dev
+    # setups (config/wordcount.yaml, the demo) turn it off explicitly.
+    require_replication: bool = True
     """Refuse to start when a topic dstreams reads, writes or would create has fewer replicas
     than min_replication_factor or a lower min.insync.replicas than min_insync_replicas; false
     logs a warning and sets dstreams_topic_under_replicated instead."""

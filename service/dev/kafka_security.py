@@ -243,7 +243,7 @@ def service_grants(
     markers = f"dstreams.markers.{app_id}."  # grown (ALTER) when an output has more tasks
     grants += [Grant("topic", markers, op, prefixed=True) for op in ("READ", "ALTER", *written)]
     grants.append(Grant("transactional-id", f"dstreams.{app_id}.", "WRITE", prefixed=True))
-    grants.append(Grant("transactional-id", f"dstreams-journal-{app_id}", "WRITE", prefixed=True))
+    grants.append(Grant("transactional-id", f"dstreams-journal.{app_id}.", "WRITE", prefixed=True))
     # Kafka outputs check the brokers' transaction.max.timeout.ms at start-up.
     grants.append(Grant("cluster", "kafka-cluster", "DESCRIBE_CONFIGS"))
     return grants
@@ -318,8 +318,17 @@ def write_client_files(
         "sasl_password": directory / f"{user}.sasl-password",
         "key_password": directory / f"{user}.key-password",
     }
-    sasl = {"bootstrap_servers": sasl_bootstrap, "properties": security.sasl_ssl_properties(user)}
-    mtls = {"bootstrap_servers": ssl_bootstrap, "properties": security.mtls_properties(user)}
+    sasl: dict[str, object] = {
+        "bootstrap_servers": sasl_bootstrap,
+        "properties": security.sasl_ssl_properties(user),
+    }
+    mtls: dict[str, object] = {
+        "bootstrap_servers": ssl_bootstrap,
+        "properties": security.mtls_properties(user),
+    }
+    for snippet in (sasl, mtls):
+        # The local broker's topics have one replica: warn about them rather than refuse to start.
+        snippet["require_replication"] = False
     files["sasl_ssl"].write_text(yaml.safe_dump({"kafka": sasl}, sort_keys=False))
     files["mutual_tls"].write_text(yaml.safe_dump({"kafka": mtls}, sort_keys=False))
     for key, secret in (

@@ -26,6 +26,7 @@ from service.config.settings import Settings
 from service.driver.replication import TopicFinder, input_topics, journal_topic
 from service.graph.context import StreamingContext
 from service.graph.sources import KafkaInputDStream
+from service.journal.kafka import transactional_id_prefix
 
 _RESOURCE_ORDER = {"topic": 0, "group": 1, "cluster": 2, "transactional-id": 3}
 
@@ -85,6 +86,5 @@ def _journal_needs(settings: Settings) -> Iterator[Need]:
     # The journal is written, and read back by recovery.
     for operation in ("WRITE", "READ"):
         yield Need("topic", use.topic, operation, f"the journal topic of {use.owner}", creates=True)
-    # service.journal.kafka.transactional_id: dstreams-journal-<app>
-    prefix = f"dstreams-journal-{settings.app_id}"
+    prefix = transactional_id_prefix(settings.app_id)
     yield Need("transactional-id", prefix, "WRITE", "the Kafka journal's transactions")

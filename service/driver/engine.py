@@ -30,6 +30,7 @@ from service.driver.class_archive import describe_archive
 from service.driver.election import Election, make_election, warm_python_workers
 from service.driver.job_code import prepare_executors
 from service.driver.lifecycle import BatchLifecycle
+from service.driver.marker_retention import ForgettingJournal
 from service.driver.recovery import JournalLog, check_before_start, recover
 from service.driver.replication import check_replication
 from service.driver.scheduler import Scheduler, now_ms
@@ -221,7 +222,11 @@ class Service:
         """The batch lifecycle, appending under `epoch`, with its outputs set up."""
         from service.driver import wiring
 
-        journal_log = JournalLog(journal, epoch, ctx.graph_json(), self.observer.journal_appended)
+        # The journal's appends also retire sink markers of batches it has forgotten.
+        forgetting = ForgettingJournal(journal, ctx.app_id, ctx.outputs)
+        journal_log = JournalLog(
+            forgetting, epoch, ctx.graph_json(), self.observer.journal_appended
+        )
         acknowledge = wiring.make_acknowledger(self.settings, ctx)
         checkpoints = make_checkpoints(self.settings, ctx, journal_log, self.observer)
         checkpoints.preloaded, self.preloaded = self.preloaded, None

@@ -101,6 +101,9 @@ class OutputOperation(Protocol):
 
     def commit(self, app: str, batch_time: int, result: OutputResult) -> None: ...
 
+    def forget_before(self, app: str, batch_time: int) -> None:
+        """No batch before `batch_time` is written again: its sink markers may go."""
+
     def close(self) -> None:
         """Releases what the output holds in this process (its sink's clients); idempotent."""
 

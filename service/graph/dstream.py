@@ -305,15 +305,25 @@ class DStream:
         allowed_lateness_ms: int = 0,
         late: str = "drop",
         num_partitions: int | None = None,
+        max_skew_ms: int = event_functions.DEFAULT_MAX_SKEW_MS,
     ) -> EventWindowView:
         """Per key and event-time window `[start, end)`, the reduction of the values whose
         `event_time(value)` (ms, or "kafka") falls in it, as `WindowResult`s emitted once the
         watermark (newest event time minus `slack_ms`) reaches `end`, and again with the next
-        revision for each batch of records within `allowed_lateness_ms`; later records are
+        revision for each batch of records within `allowed_lateness_ms`; later records, and
+        records more than `max_skew_ms` ahead of the watermark (which they do not move), are
         dropped and counted (`late="drop"`) or become dead letters (`late="dead_letter"`).
         See `service.graph.event_window`."""
         spec = event_window_spec(
-            event_time, function, None, length_ms, slide_ms, slack_ms, allowed_lateness_ms, late
+            event_time,
+            function,
+            None,
+            length_ms,
+            slide_ms,
+            slack_ms,
+            allowed_lateness_ms,
+            late,
+            max_skew_ms,
         )
         window = EventWindow(self.ctx, self, spec, self._partitions(num_partitions))
         return EventWindowView(StatefulDStream(self, window), "event_window_results")
@@ -328,6 +338,7 @@ class DStream:
         allowed_lateness_ms: int = 0,
         late: str = "drop",
         num_partitions: int | None = None,
+        max_skew_ms: int = event_functions.DEFAULT_MAX_SKEW_MS,
     ) -> EventWindowView:
         """`reduce_by_key_and_event_window` counting the records per key and window."""
         spec = event_window_spec(
@@ -339,6 +350,7 @@ class DStream:
             slack_ms,
             allowed_lateness_ms,
             late,
+            max_skew_ms,
         )
         window = EventWindow(self.ctx, self, spec, self._partitions(num_partitions))
         return EventWindowView(StatefulDStream(self, window), "event_window_counts")

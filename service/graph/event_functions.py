@@ -7,9 +7,12 @@ Every record of an event-window state RDD is `(key, (tag, ...))`:
 
 - `(key, (NEW, event_ms, index, position, value))`: a value of this batch, tagged with its input
   partition and position so that it is folded in input order on every replay;
-- `(p, (MARK, newest_ms))`: the newest event time one input partition saw, sent once to every
-  state partition `p` (a small int hashes to itself), so each partition computes the same
-  watermark from the whole batch without a job of its own;
+- `(p, (MARK, newest_ms, ...))`: the newest distinct event times one input partition saw
+  (`MARK_TIMES` at most, newest first), sent once to every state partition `p` (a small int
+  hashes to itself), so each partition computes the same watermark from the whole batch without
+  a job of its own. Several, not one: an event time more than `max_skew_ms` ahead of the
+  watermark is refused (a clock years ahead must not close every window), and the newest time
+  within that bound is then the watermark's candidate;
 - `(p, (WM, watermark_ms | None))`: the stream's watermark, kept in every state partition;
 - `(key, (WIN, start_ms, value, revision))`: an open window (`revision` -1: not emitted yet);
 - `(key, (OUT, batch_ms, WindowResult))` and `(key, (LATE, batch_ms, LateRecord))`: what the
@@ -18,6 +21,7 @@ Every record of an event-window state RDD is `(key, (tag, ...))`:
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -30,6 +34,12 @@ OUT = 4
 LATE = 5
 
 LATE_CHOICES = ("drop", "dead_letter")
+# Distinct event times an input partition reports per batch. Only when more of its times than
+# this are all beyond the skew bound does it advance no watermark this batch: a lag, never a jump.
+MARK_TIMES = 16
+# Five minutes: more than clocks that are merely unsynchronised drift, far less than a clock
+# set to the wrong year, which would otherwise close every open window at once.
+DEFAULT_MAX_SKEW_MS = 300_000
 
 
 class WindowResult(NamedTuple):
@@ -68,6 +78,8 @@ class EventWindowSpec:
     slack_ms: int
     allowed_lateness_ms: int
     late: str
+    max_skew_ms: int = DEFAULT_MAX_SKEW_MS
+    """How far ahead of the watermark an event time may be; later ones are late records."""
 
 
 def window_starts(event_ms: int, length_ms: int, slide_ms: int) -> list[int]:
@@ -100,6 +112,28 @@ def advance(watermark: int | None, newest_ms: int | None, slack_ms: int) -> int 
         return watermark
     candidate = newest_ms - slack_ms
     return candidate if watermark is None or candidate > watermark else watermark
+
+
+def skew_bound(watermark: int | None, max_skew_ms: int) -> int | None:
+    """The newest event time a batch may take: `max_skew_ms` past the watermark (none without
+    one)."""
+    return None if watermark is None else watermark + max_skew_ms
+
+
+def newest_within(marks: Iterable[tuple[int, ...]], bound: int | None) -> int | None:
+    """The newest event time of the batch at most `bound`, from every input partition's MARK
+    times (newest first). A full MARK with every time beyond the bound says nothing of its
+    partition's older times, which therefore add nothing (the watermark lags, it never jumps).
+
+    >>> newest_within([(90, 50), (10**12, 70)], 100), newest_within([(90,)], None)
+    (90, 90)
+    """
+    found: int | None = None
+    for times in marks:
+        usable = [t for t in times if bound is None or t <= bound]
+        if usable and (found is None or usable[0] > found):
+            found = usable[0]
+    return found
 
 
 def is_closed(start_ms: int, spec: EventWindowSpec, watermark: int | None) -> bool:
@@ -142,16 +176,17 @@ def tag_event_records(
     event_time: Callable[[Any], int], partitions: int, index: int, rows: Iterable[Any]
 ) -> Iterator[tuple[Any, tuple[Any, ...]]]:
     """`(k, v) -> (k, (NEW, event_ms, index, position, v))`, then this input partition's newest
-    event time as a MARK for every state partition."""
-    newest: int | None = None
+    distinct event times as a MARK for every state partition."""
+    newest: list[int] = []  # ascending, at most MARK_TIMES
     for position, (key, value) in enumerate(rows):
         event_ms = int(event_time(value))
-        if newest is None or event_ms > newest:
-            newest = event_ms
+        if event_ms not in newest and (len(newest) < MARK_TIMES or event_ms > newest[0]):
+            bisect.insort(newest, event_ms)
+            del newest[:-MARK_TIMES]
         yield (key, (NEW, event_ms, index, position, value))
-    if newest is not None:
+    if newest:
         for partition in range(partitions):
-            yield (partition, (MARK, newest))
+            yield (partition, (MARK, *reversed(newest)))
 
 
 class _Partition:
@@ -159,7 +194,7 @@ class _Partition:
 
     def __init__(self) -> None:
         self.watermark: int | None = None
-        self.newest: int | None = None
+        self.marks: list[tuple[int, ...]] = []
         self.windows: dict[tuple[Any, int], list[Any]] = {}
         self.news: list[tuple[int, int, Any, int, Any]] = []
 
@@ -169,8 +204,7 @@ class _Partition:
             if tag == NEW:
                 self.news.append((entry[2], entry[3], key, entry[1], entry[4]))
             elif tag == MARK:
-                if self.newest is None or entry[1] > self.newest:
-                    self.newest = entry[1]
+                self.marks.append(entry[1:])
             elif tag == WM:
                 self.watermark = entry[1]
             elif tag == WIN:
@@ -191,7 +225,8 @@ def merge_event_partition(
     part.take(rows)
     touched: dict[tuple[Any, int], None] = {}
     late = yield from _fold_news(spec, batch_time, part, touched)
-    watermark = advance(part.watermark, part.newest, spec.slack_ms)
+    newest = newest_within(part.marks, skew_bound(part.watermark, spec.max_skew_ms))
+    watermark = advance(part.watermark, newest, spec.slack_ms)
     counts = [0, 0, 0]  # open windows, emissions, corrections
     for (key, start), slot in part.windows.items():
         end = start + spec.length_ms
@@ -218,10 +253,12 @@ def _fold_news(
     """Folds the batch's values in input order; returns how many were late for every window
     they belong to (yielding them as LATE records when they go to the dead letters)."""
     late = 0
+    bound = skew_bound(part.watermark, spec.max_skew_ms)
     part.news.sort(key=lambda item: (item[0], item[1]))
     for _index, _position, key, event_ms, value in part.news:
         accepted = False
-        for start in window_starts(event_ms, spec.length_ms, spec.slide_ms):
+        too_far = bound is not None and event_ms > bound
+        for start in [] if too_far else window_starts(event_ms, spec.length_ms, spec.slide_ms):
             if is_closed(start, spec, part.watermark):
                 continue
             accepted = True
@@ -247,6 +284,11 @@ def _late_record(
         f"{spec.allowed_lateness_ms} ms (the allowed lateness) or more before the watermark "
         f"{watermark} ms"
     )
+    if event_ms > watermark + spec.max_skew_ms:
+        reason = (
+            f"event time {event_ms} ms is too far ahead: more than {spec.max_skew_ms} ms (the "
+            f"maximum skew) past the watermark {watermark} ms; is the producer's clock wrong?"
+        )
     return LateRecord(key, value, event_ms, watermark, reason)
 
 

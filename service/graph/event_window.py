@@ -62,7 +62,12 @@ def resolve_event_time(event_time: EventTime) -> Callable[[Any], int]:
 
 
 def check_event_options(
-    length_ms: int, slide_ms: int, slack_ms: int, lateness_ms: int, late: str
+    length_ms: int,
+    slide_ms: int,
+    slack_ms: int,
+    lateness_ms: int,
+    late: str,
+    max_skew_ms: int = ef.DEFAULT_MAX_SKEW_MS,
 ) -> None:
     problem = ""
     if length_ms <= 0 or slide_ms <= 0:
@@ -71,6 +76,8 @@ def check_event_options(
         problem = (
             f"slack_ms and allowed_lateness_ms to be 0 or more, got {slack_ms} and {lateness_ms}"
         )
+    elif max_skew_ms <= 0:
+        problem = f"max_skew_ms to be positive, got {max_skew_ms}"
     elif late not in ef.LATE_CHOICES:
         problem = f"late to be one of {', '.join(ef.LATE_CHOICES)}, got {late!r}"
     if problem:
@@ -87,10 +94,11 @@ def event_window_spec(
     slack_ms: int,
     allowed_lateness_ms: int,
     late: str,
+    max_skew_ms: int = ef.DEFAULT_MAX_SKEW_MS,
 ) -> ef.EventWindowSpec:
     """The checked spec of an event window; `slide_ms` None makes it tumbling."""
     slide = length_ms if slide_ms is None else slide_ms
-    check_event_options(length_ms, slide, slack_ms, allowed_lateness_ms, late)
+    check_event_options(length_ms, slide, slack_ms, allowed_lateness_ms, late, max_skew_ms)
     return ef.EventWindowSpec(
         resolve_event_time(event_time),
         reduce,
@@ -100,6 +108,7 @@ def event_window_spec(
         slack_ms,
         allowed_lateness_ms,
         late,
+        max_skew_ms,
     )
 
 
@@ -118,6 +127,7 @@ class EventWindow(StatefulComputation):
             slack_ms=spec.slack_ms,
             allowed_lateness_ms=spec.allowed_lateness_ms,
             late=spec.late,
+            max_skew_ms=spec.max_skew_ms,
             partitions=partitions,
         )
         self._states: list[tuple[int, RDD]] = []

@@ -122,6 +122,9 @@ class SinkOutput:
     def commit(self, app: str, batch_time: int, result: OutputResult) -> None:
         self.sink.commit(app, self.name, batch_time, result.partitions)
 
+    def forget_before(self, app: str, batch_time: int) -> None:
+        self.sink.forget_before(app, self.name, batch_time)
+
     def close(self) -> None:
         if self._writers is not None:
             self._writers.shutdown()
@@ -190,6 +193,9 @@ class ForeachBatchOutput:
 
     def commit(self, app: str, batch_time: int, result: OutputResult) -> None:
         """Nothing to commit: the function ran to completion or raised."""
+
+    def forget_before(self, app: str, batch_time: int) -> None:
+        """Nothing kept: the function owns its destination."""
 
     def close(self) -> None:
         """Nothing to release: the function owns its destination."""

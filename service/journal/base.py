@@ -171,6 +171,12 @@ def compact(records: Iterable[JournalRecord]) -> list[JournalRecord]:
     return kept
 
 
+def forgotten_before(records: Iterable[JournalRecord]) -> int | None:
+    """The batch time before which `compact` drops every planned and completed record: no
+    recovery replays, recomputes or resumes from an earlier batch. None: nothing is dropped."""
+    return _horizon(JournalState.from_records(records))
+
+
 def _horizon(state: JournalState) -> int | None:
     if not state.planned:
         return None

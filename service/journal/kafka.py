@@ -3,8 +3,8 @@
 How it stays correct:
 
 - **Fencing.** Every driver of an app uses one fixed ``transactional.id``,
-  ``dstreams-journal-<app>``. `open` calls `init_transactions()` first: the broker aborts any
-  transaction the previous holder left open and bumps the producer epoch, so the old driver's
+  ``dstreams-journal.<app>.journal``. `open` calls `init_transactions()` first: the broker aborts
+  any transaction the previous holder left open and bumps the producer epoch, so the old driver's
   next commit fails with a fencing error, which `append` raises as `FencedOut`. Only after that
   does `open` read the journal, so it sees everything the old driver committed and nothing it
   can still add.
@@ -19,6 +19,7 @@ How it stays correct:
   the windows are counted generously.
 - **Retention.** The topic is created with unlimited retention (``cleanup.policy=delete``,
   ``retention.ms=-1``): the journal is the master state and must not expire while a job is down.
+  An existing topic with compaction or a finite retention is refused at `open`, naming the fix.
   Should its start be deleted anyway (low watermark > 0) and no snapshot follow, reading fails
   instead of silently starting over.
 """
@@ -73,9 +74,16 @@ _BATCH_OVERHEAD_BYTES = 4 << 10
 JOURNAL_TOPIC = TopicRole("journal topic", JournalError)
 
 
+def transactional_id_prefix(app_id: str) -> str:
+    """What the journal's transactional id of `app_id` starts with: the ACL's prefix. It ends
+    with a separator that no app id holds, so app ``orders``'s prefix is no prefix of app
+    ``orders-eu``'s id, and an ACL granted to one app does not reach the other."""
+    return f"dstreams-journal.{app_id}."
+
+
 def transactional_id(app_id: str) -> str:
     """The one transactional id every driver of `app_id` shares; sharing it is what fences."""
-    return f"dstreams-journal-{app_id}"
+    return f"{transactional_id_prefix(app_id)}journal"
 
 
 class KafkaJournal:
@@ -369,8 +377,10 @@ class KafkaJournal:
             "min.insync.replicas": str(self.min_insync_replicas),
             "max.message.bytes": str(MAX_MESSAGE_BYTES),
         }
-        # One partition, since only one partition keeps the records in order.
-        spec = TopicSpec(self.topic, 1, self.replication_factor, config)
+        # One partition, since only one partition keeps the records in order. Compaction or a
+        # finite retention on an existing topic could delete what recovery still reads: refused.
+        kept = ("cleanup.policy", "retention.ms", "retention.bytes")
+        spec = TopicSpec(self.topic, 1, self.replication_factor, config, kept)
         ensure_topic(new_admin_client(self.conf), spec, JOURNAL_TOPIC, "refuse", self.timeout_s)
 
     def _tail(self) -> CommittedTail:

@@ -245,7 +245,7 @@ class ChaosApp:
             # Up to 4 attempts per task, so a dead Python worker is retried (plain local[2]
             # fails the job at once).
             "spark": {"master": "local[2,4]"},
-            "kafka": {"bootstrap_servers": self.bootstrap},
+            "kafka": {"bootstrap_servers": self.bootstrap, "require_replication": False},
             "sources": {SOURCE: source},
             "sinks": {
                 KAFKA_OUT: {

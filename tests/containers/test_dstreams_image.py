@@ -109,7 +109,7 @@ def job_config(app_id: str, topic: str) -> dict[str, Any]:
         "default_partitions": OUTPUT_PARTITIONS,
         "spark": {"master": "local[2]"},
         # A placeholder: the DSTREAMS_KAFKA__BOOTSTRAP_SERVERS variable must win over it.
-        "kafka": {"bootstrap_servers": "kafka.invalid:9092"},
+        "kafka": {"bootstrap_servers": "kafka.invalid:9092", "require_replication": False},
         "sources": {
             "lines": {
                 "topics": [topic],

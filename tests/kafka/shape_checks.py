@@ -71,7 +71,7 @@ def service_config(
         "default_partitions": 3,
         # Up to 4 attempts per task, as in production configs (plain local[2] fails at once).
         "spark": {"master": "local[2,4]"},
-        "kafka": {"bootstrap_servers": bootstrap},
+        "kafka": {"bootstrap_servers": bootstrap, "require_replication": False},
         "sources": sources,
         "sinks": sinks,
         "journal": {"type": "file", "path": str(journal_path(tmp))},

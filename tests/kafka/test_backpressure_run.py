@@ -55,7 +55,7 @@ def config(bootstrap: str, topic: str, workdir: Path, backpressure: bool) -> dic
         "job": "examples.slow_job:build",
         "batch_interval_ms": INTERVAL_MS,
         "default_partitions": PARTITIONS,
-        "kafka": {"bootstrap_servers": bootstrap},
+        "kafka": {"bootstrap_servers": bootstrap, "require_replication": False},
         "sources": {
             "lines": {
                 "topics": [topic],

@@ -58,7 +58,7 @@ def job_config(bootstrap: str, topic: str, workdir: Path) -> dict[str, Any]:
         "job": "shouting:build",
         "batch_interval_ms": 1000,
         "default_partitions": 1,
-        "kafka": {"bootstrap_servers": bootstrap},
+        "kafka": {"bootstrap_servers": bootstrap, "require_replication": False},
         "sources": {"lines": {"topics": [topic], "starting_offsets": "earliest", "codec": "utf-8"}},
         "sinks": {"shouted": {"type": "files", "path": str(workdir / "out")}},
         "journal": {"type": "file", "path": str(workdir / "state" / "journal")},

@@ -40,7 +40,7 @@ def config(bootstrap: str, topic: str, workdir: Path, **source: Any) -> dict[str
         "job": "examples.wordcount:build",
         "batch_interval_ms": 1000,
         "default_partitions": 1,
-        "kafka": {"bootstrap_servers": bootstrap},
+        "kafka": {"bootstrap_servers": bootstrap, "require_replication": False},
         "sources": {
             "lines": {"topics": [topic], "starting_offsets": "earliest", "codec": "utf-8", **source}
         },

@@ -70,7 +70,7 @@ def config(app: str, bootstrap: str, topic: str, dsn: str, tmp: Path) -> dict[st
         "batch_interval_ms": 1000,
         "default_partitions": 2,
         "spark": {"master": "local[2,4]"},
-        "kafka": {"bootstrap_servers": bootstrap},
+        "kafka": {"bootstrap_servers": bootstrap, "require_replication": False},
         "sources": {
             "lines": {
                 "topics": [topic],

@@ -28,7 +28,7 @@ def test_sigterm_mid_batch_completes_that_batch_and_exits_zero(
     config = {
         "app_id": unique_name.replace("_", "-")[:40],
         "job": "examples.slow_job:build",
-        "kafka": {"bootstrap_servers": kafka_bootstrap},
+        "kafka": {"bootstrap_servers": kafka_bootstrap, "require_replication": False},
         "sources": {"lines": {"topics": [topic], "starting_offsets": "earliest", "codec": "utf-8"}},
         "sinks": {"lines_out": {"type": "files", "path": str(tmp_path / "out")}},
         "journal": {"type": "file", "path": str(tmp_path / "journal")},

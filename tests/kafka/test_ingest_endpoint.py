@@ -31,7 +31,7 @@ def settings_for(bootstrap: str, topic: str, app_id: str, **ingest: Any) -> Sett
         {
             "app_id": app_id,
             "job": "examples.wordcount:build",
-            "kafka": {"bootstrap_servers": bootstrap},
+            "kafka": {"bootstrap_servers": bootstrap, "require_replication": False},
             "sources": {"events": {"topics": [topic]}},
             "ingest": {"host": "127.0.0.1", "port": 0, "ack_timeout_ms": 10_000, **ingest},
         }

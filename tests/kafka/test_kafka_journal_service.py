@@ -30,7 +30,7 @@ def test_service_recovers_from_a_kafka_journal(
     config = {
         "app_id": app_id,
         "job": "examples.wordcount:build",
-        "kafka": {"bootstrap_servers": kafka_bootstrap},
+        "kafka": {"bootstrap_servers": kafka_bootstrap, "require_replication": False},
         "sources": {
             "lines": {
                 "topics": [topic],

@@ -41,7 +41,7 @@ def job_config(
     return {
         "app_id": app_id,
         "job": "examples.wordcount:build",
-        "kafka": {"bootstrap_servers": bootstrap, **kafka},
+        "kafka": {"bootstrap_servers": bootstrap, "require_replication": False, **kafka},
         "sources": {"lines": {"topics": [topic], "codec": "utf-8"}},
         "sinks": {"counts": {"type": "files", "path": str(workdir / "out")}},
         "journal": {"type": "file", "path": str(workdir / "journal")},
@@ -139,7 +139,7 @@ def ingest_settings(bootstrap: str, topic: str, app_id: str, **kafka: Any) -> Se
         {
             "app_id": app_id,
             "job": "examples.wordcount:build",
-            "kafka": {"bootstrap_servers": bootstrap, **kafka},
+            "kafka": {"bootstrap_servers": bootstrap, "require_replication": False, **kafka},
             "sources": {"events": {"topics": [topic]}},
             # Short, so the two-brokers-down phase costs a few seconds per refused request.
             "ingest": {"host": "127.0.0.1", "port": 0, "ack_timeout_ms": 3000},

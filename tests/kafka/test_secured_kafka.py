@@ -71,6 +71,7 @@ def _all_grants(app: ChaosApp) -> list[Grant]:
 def _sasl_kafka(cluster: LocalKafkaCluster, user: str, password: str) -> dict[str, Any]:
     return {
         "bootstrap_servers": cluster.sasl_ssl_bootstrap_servers,
+        "require_replication": False,
         "properties": cluster.security.sasl_ssl_properties(user),
         "sasl_password": password,
     }
@@ -79,6 +80,7 @@ def _sasl_kafka(cluster: LocalKafkaCluster, user: str, password: str) -> dict[st
 def _mtls_kafka(cluster: LocalKafkaCluster, user: str = SERVICE_USER) -> dict[str, Any]:
     return {
         "bootstrap_servers": cluster.ssl_bootstrap_servers,
+        "require_replication": False,
         "properties": cluster.security.mtls_properties(user),
         "ssl_key_password": cluster.security.tls_clients[user].key_password,
     }

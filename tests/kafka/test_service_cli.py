@@ -86,7 +86,7 @@ def config_for(bootstrap: str, topic: str, workdir: Path) -> dict[str, Any]:
         "job": "examples.wordcount:build",
         "batch_interval_ms": 1000,
         "default_partitions": 2,
-        "kafka": {"bootstrap_servers": bootstrap},
+        "kafka": {"bootstrap_servers": bootstrap, "require_replication": False},
         "sources": {
             "lines": {
                 "topics": [topic],

@@ -165,6 +165,7 @@ def service_config(bootstrap: str, topic: str, workdir: Path) -> dict[str, Any]:
         "default_partitions": 3,
         "kafka": {
             "bootstrap_servers": bootstrap,
+            "require_replication": False,
             # Accepted and unused by librdkafka on a PLAINTEXT connection: the run still works.
             "secret_properties": {"ssl.key.password": f"{CANARY_TOKEN}-ssl-key"},
         },

@@ -35,7 +35,7 @@ def standby_config(bootstrap: str, topic: str, app_id: str, out: Path) -> dict[s
         "app_id": app_id,
         "job": "examples.wordcount:build",
         "spark": {"master": "local[1]"},
-        "kafka": {"bootstrap_servers": bootstrap},
+        "kafka": {"bootstrap_servers": bootstrap, "require_replication": False},
         "sources": {
             "lines": {
                 "topics": [topic],

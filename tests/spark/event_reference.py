@@ -20,6 +20,8 @@ class Model:
     slide_ms: int
     slack_ms: int
     lateness_ms: int
+    max_skew_ms: int = 300_000
+    """Records more than this ahead of the watermark are late and do not move it."""
     watermark: int | None = None
     accepted: dict[tuple[Any, int], list[Any]] = field(default_factory=dict)
     revisions: dict[tuple[Any, int], int] = field(default_factory=dict)
@@ -33,6 +35,9 @@ class Model:
         first = -(-low // self.slide_ms) * self.slide_ms  # the smallest multiple >= low
         return list(range(first, event_ms + 1, self.slide_ms))
 
+    def too_far_ahead(self, event_ms: int) -> bool:
+        return self.watermark is not None and event_ms > self.watermark + self.max_skew_ms
+
     def closed(self, start: int) -> bool:
         end = start + self.length_ms
         return self.watermark is not None and self.watermark >= end + self.lateness_ms
@@ -41,16 +46,18 @@ class Model:
         """Results `(key, start, end, value, revision)` and late records of one batch."""
         touched: set[tuple[Any, int]] = set()
         late: list[Record] = []
+        within = [(k, v) for k, v in records if not self.too_far_ahead(self.event_time(v))]
         for key, value in records:
             open_windows = [s for s in self.windows(self.event_time(value)) if not self.closed(s)]
-            if not open_windows:
+            if not open_windows or (key, value) not in within:
                 late.append((key, value))
+                continue
             for start in open_windows:
                 self.accepted.setdefault((key, start), []).append(value)
                 touched.add((key, start))
         self.late_total += len(late)
-        if records:
-            newest = max(self.event_time(v) for _, v in records) - self.slack_ms
+        if within:
+            newest = max(self.event_time(v) for _, v in within) - self.slack_ms
             self.watermark = newest if self.watermark is None else max(self.watermark, newest)
         return self._emit(touched), late
 

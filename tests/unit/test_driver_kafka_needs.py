@@ -130,7 +130,7 @@ def test_the_acl_check_asks_for_the_access_each_sink_declares(tmp_path: Path) ->
         ),
         Need("transactional-id", "txn.wc.", "WRITE", "the Kafka outputs' transactions"),
         Need(
-            "transactional-id", "dstreams-journal-wc", "WRITE", "the Kafka journal's transactions"
+            "transactional-id", "dstreams-journal.wc.", "WRITE", "the Kafka journal's transactions"
         ),
     ]
 
@@ -145,5 +145,5 @@ def test_two_kafka_outputs_ask_for_the_cluster_and_their_prefix_once(tmp_path: P
     assert sum(need.resource == "cluster" for need in needs) == 1
     assert [need.name for need in needs if need.resource == "transactional-id"] == [
         "txn.wc.",
-        "dstreams-journal-wc",
+        "dstreams-journal.wc.",
     ]

@@ -30,16 +30,31 @@ def load(tmp_path: Path, environ: dict[str, str] | None = None, **changes: Any) 
     return load_settings(path, environ or {})
 
 
-def test_replication_is_checked_but_not_required_by_default(tmp_path: Path) -> None:
+def test_replication_is_required_by_default_in_the_code_not_only_in_the_chart(
+    tmp_path: Path,
+) -> None:
     kafka = load(tmp_path).kafka
-    assert kafka.require_replication is False
+    assert kafka.require_replication is True
     assert (kafka.min_replication_factor, kafka.min_insync_replicas) == (3, 2)
     assert "require_replication" not in str(kafka.librdkafka_config())
 
 
 def test_require_replication_from_the_environment(tmp_path: Path) -> None:
+    settings = load(tmp_path, {"DSTREAMS_KAFKA__REQUIRE_REPLICATION": "false"})
+    assert settings.kafka.require_replication is False
     settings = load(tmp_path, {"DSTREAMS_KAFKA__REQUIRE_REPLICATION": "true"})
     assert settings.kafka.require_replication is True
+
+
+def test_the_one_broker_dev_configs_turn_the_requirement_off(tmp_path: Path) -> None:
+    """`config/wordcount.yaml` (the README's first run) and `dstreams demo` run on one broker."""
+    from service.cli.demo import demo_config
+
+    root = Path(__file__).resolve().parents[2]
+    first_run = load_settings(root / "config" / "wordcount.yaml", {})
+    demo = demo_config(tmp_path, "127.0.0.1:9092")
+    assert first_run.kafka.require_replication is False
+    assert demo["kafka"]["require_replication"] is False
 
 
 def test_a_minimum_no_topic_could_meet_is_refused(tmp_path: Path) -> None:
