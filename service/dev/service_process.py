@@ -16,7 +16,6 @@ import time
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import yaml
@@ -149,11 +148,6 @@ class ServiceProcess:
     def __enter__(self) -> ServiceProcess:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *_: object) -> None:
         if self.running():
             self.kill()

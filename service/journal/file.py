@@ -30,7 +30,6 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 
 from service.durable import fsync_directory, replace_durably
 from service.errors import FencedOut, JournalCorrupt, JournalError
@@ -196,12 +195,7 @@ class FileJournal:
     def __enter__(self) -> FileJournal:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *_: object) -> None:
         self.close()
 
     # --- steps of an append -------------------------------------------------------------------
