@@ -97,23 +97,32 @@ def decode_value(data: Any) -> Any:
     raise CheckpointError(msg)
 
 
+def _encode_pair(key: Any, value: Any) -> tuple[Any, Any]:
+    """A key and a value as JSON data; the simple JSON types (the common case) pass as they are."""
+    if type(key) not in _SIMPLE:
+        key = encode_value(key)
+    if type(value) not in _SIMPLE:
+        value = encode_value(value)
+    return key, value
+
+
+def _decode_pair(key: Any, value: Any) -> tuple[Any, Any]:
+    """Inverse of `_encode_pair`."""
+    if type(key) not in _SIMPLE:
+        key = decode_value(key)
+    if type(value) not in _SIMPLE:
+        value = decode_value(value)
+    return key, value
+
+
 def encode_record(fmt: str, row: Any) -> Any:
     """One record as JSON data: `[key, value, touched]` (state), `[key, value]`, or a row.
     Keys and values of the simple JSON types (the common case) skip `encode_value`."""
     if fmt == "state":
         key, (_kind, value, touched) = row
-        if type(key) not in _SIMPLE:
-            key = encode_value(key)
-        if type(value) not in _SIMPLE:
-            value = encode_value(value)
-        return [key, value, touched]
+        return [*_encode_pair(key, value), touched]
     if fmt == "pairs":
-        key, value = row
-        if type(key) not in _SIMPLE:
-            key = encode_value(key)
-        if type(value) not in _SIMPLE:
-            value = encode_value(value)
-        return [key, value]
+        return list(_encode_pair(*row))
     return encode_value(row)
 
 
@@ -121,18 +130,10 @@ def decode_record(fmt: str, data: Any, keep: int) -> Any:
     """Inverse of `encode_record`; `keep` is the state kind a restored record takes."""
     if fmt == "state":
         key, value, touched = data
-        if type(key) not in _SIMPLE:
-            key = decode_value(key)
-        if type(value) not in _SIMPLE:
-            value = decode_value(value)
+        key, value = _decode_pair(key, value)
         return (key, (keep, value, int(touched)))
     if fmt == "pairs":
-        key, value = data
-        if type(key) not in _SIMPLE:
-            key = decode_value(key)
-        if type(value) not in _SIMPLE:
-            value = decode_value(value)
-        return (key, value)
+        return _decode_pair(*data)
     return decode_value(data)
 
 
