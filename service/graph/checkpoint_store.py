@@ -26,7 +26,7 @@ import hashlib
 import json
 import os
 import shutil
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -97,21 +97,13 @@ def decode_value(data: Any) -> Any:
     raise CheckpointError(msg)
 
 
-def _encode_pair(key: Any, value: Any) -> tuple[Any, Any]:
-    """A key and a value as JSON data; the simple JSON types (the common case) pass as they are."""
+def _convert_pair(convert: Callable[[Any], Any], key: Any, value: Any) -> tuple[Any, Any]:
+    """`convert` (`encode_value` or `decode_value`) applied to a key and a value, except to the
+    simple JSON types (the common case), which stand for themselves in JSON data."""
     if type(key) not in _SIMPLE:
-        key = encode_value(key)
+        key = convert(key)
     if type(value) not in _SIMPLE:
-        value = encode_value(value)
-    return key, value
-
-
-def _decode_pair(key: Any, value: Any) -> tuple[Any, Any]:
-    """Inverse of `_encode_pair`."""
-    if type(key) not in _SIMPLE:
-        key = decode_value(key)
-    if type(value) not in _SIMPLE:
-        value = decode_value(value)
+        value = convert(value)
     return key, value
 
 
@@ -120,9 +112,9 @@ def encode_record(fmt: str, row: Any) -> Any:
     Keys and values of the simple JSON types (the common case) skip `encode_value`."""
     if fmt == "state":
         key, (_kind, value, touched) = row
-        return [*_encode_pair(key, value), touched]
+        return [*_convert_pair(encode_value, key, value), touched]
     if fmt == "pairs":
-        return list(_encode_pair(*row))
+        return list(_convert_pair(encode_value, *row))
     return encode_value(row)
 
 
@@ -130,10 +122,10 @@ def decode_record(fmt: str, data: Any, keep: int) -> Any:
     """Inverse of `encode_record`; `keep` is the state kind a restored record takes."""
     if fmt == "state":
         key, value, touched = data
-        key, value = _decode_pair(key, value)
+        key, value = _convert_pair(decode_value, key, value)
         return (key, (keep, value, int(touched)))
     if fmt == "pairs":
-        return _decode_pair(*data)
+        return _convert_pair(decode_value, *data)
     return decode_value(data)
 
 
