@@ -20,22 +20,15 @@ from functools import partial
 from typing import Any
 
 from service.graph import state_functions as fn
+from service.graph import stateful
 from service.graph.base import RDD, BatchStream, GraphContext
 from service.graph.plan import BatchPlan
 from service.graph.state_spec import StateSpec
-from service.graph.stateful import (
-    Piece,
-    StatefulComputation,
-    persist,
-    release,
-    release_superseded,
-    union_partitioned,
-)
 
 Merge = Callable[[int, Iterable[Any]], Iterator[Any]]
 
 
-class KeyedState(StatefulComputation):
+class KeyedState(stateful.StatefulComputation):
     """The state records of every batch (see `state_functions`); users see them through
     `service.graph.dstream.StateView`s."""
 
@@ -79,8 +72,9 @@ class KeyedState(StatefulComputation):
             self._may_have_state = True
         if not inputs:
             return self.ctx.sc.emptyRDD()
-        union = union_partitioned(self.ctx.sc, inputs)
-        merged = persist(union.mapPartitions(partial(self._merge, t), preservesPartitioning=True))
+        union = stateful.union_partitioned(self.ctx.sc, inputs)
+        merge = partial(self._merge, t)
+        merged = stateful.persist(union.mapPartitions(merge, preservesPartitioning=True))
         self._states = [*self._states, (t, merged)]
         return merged
 
@@ -110,12 +104,13 @@ class KeyedState(StatefulComputation):
         self._catch_up_times, self._catching_up = [], []
         inputs = [self._previous(times[0])] if times and (self._states or self._initial) else []
         if tagged:
-            inputs.append(union_partitioned(self.ctx.sc, tagged).partitionBy(self.partitions))
+            caught_up = stateful.union_partitioned(self.ctx.sc, tagged)
+            inputs.append(caught_up.partitionBy(self.partitions))
         if not inputs:
             return
         fold = partial(fn.fold_batches, self._merge, times)
-        union = union_partitioned(self.ctx.sc, inputs)
-        merged = persist(union.mapPartitions(fold, preservesPartitioning=True))
+        union = stateful.union_partitioned(self.ctx.sc, inputs)
+        merged = stateful.persist(union.mapPartitions(fold, preservesPartitioning=True))
         self._states = [*self._states, (times[-1], merged)]
 
     def _check_next(self, t: int) -> None:
@@ -143,19 +138,19 @@ class KeyedState(StatefulComputation):
         return rows.mapPartitions(start).partitionBy(self.partitions)
 
     def forget(self, batch_time: int) -> None:
-        self._states = release_superseded(self._states)
+        self._states = stateful.release_superseded(self._states)
 
-    def checkpoint_pieces(self, batch_time: int) -> list[Piece]:
+    def checkpoint_pieces(self, batch_time: int) -> list[stateful.Piece]:
         self._fold_caught_up()
         if not self._states:
             rdd = self._previous(batch_time)
         else:
             rdd = self._states[-1][1].filter(fn.is_state_entry)
-        return [Piece("state", rdd, "state")]
+        return [stateful.Piece("state", rdd, "state")]
 
     def restore(self, batch_time: int, pieces: dict[str, RDD]) -> None:
         for _, rdd in self._states:
-            release(rdd)
+            stateful.release(rdd)
         # Not persisted: only the next batch's merge reads it (its result is persisted), and
         # reading the checkpoint's files again costs less than serializing every key into the
         # block store once more.
