@@ -319,13 +319,12 @@ class OffsetPlanner:
             f"offsets [{position}, {earliest}) of {tp[0]}-{tp[1]} were deleted by retention "
             f"before batch {batch_time_ms} could read them ({earliest - position} offsets)"
         )
-        if self._fail_on_data_loss:
-            msg = (
-                f"{what}; stopping because fail_on_data_loss is on. Raise the topic's retention "
-                "or the job's rate, or set fail_on_data_loss=false to skip them"
-            )
-            raise DataLoss(msg)
-        logger.warning("%s; skipping to %d because fail_on_data_loss is off", what, earliest)
+        self._on_data_loss(
+            what,
+            stopping="Raise the topic's retention or the job's rate, "
+            "or set fail_on_data_loss=false to skip them",
+            going_on=f"skipping to {earliest} because fail_on_data_loss is off",
+        )
         lost[tp] = earliest - position
         return earliest
 
@@ -340,14 +339,21 @@ class OffsetPlanner:
             f"{tp[0]}-{tp[1]} ends at offset {stable} (earliest {earliest}) but batch "
             f"{batch_time_ms} was to start at {position}: the topic was re-created or truncated"
         )
-        if self._fail_on_data_loss:
-            msg = (
-                f"{what}; stopping because fail_on_data_loss is on. Check the topic, then "
-                "restart with fail_on_data_loss=false to re-read this partition from its start"
-            )
-            raise DataLoss(msg)
-        logger.warning("%s; re-reading it from offset %d", what, earliest)
+        self._on_data_loss(
+            what,
+            stopping="Check the topic, then restart with fail_on_data_loss=false "
+            "to re-read this partition from its start",
+            going_on=f"re-reading it from offset {earliest}",
+        )
         return earliest
+
+    def _on_data_loss(self, what: str, *, stopping: str, going_on: str) -> None:
+        """Raises `DataLoss` saying `what` was lost and how to go on (`stopping`) when
+        fail_on_data_loss is on; otherwise warns and lets the caller skip past it (`going_on`)."""
+        if self._fail_on_data_loss:
+            msg = f"{what}; stopping because fail_on_data_loss is on. {stopping}"
+            raise DataLoss(msg)
+        logger.warning("%s; %s", what, going_on)
 
 
 def _subscription(
