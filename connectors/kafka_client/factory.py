@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
@@ -43,6 +43,14 @@ _CONNECTION_PREFIXES = ("bootstrap.servers", "security.", "sasl.", "ssl.")
 # What makes a producer transactional and its commits durable; no caller may weaken it.
 _TRANSACTIONAL: ClientConf = MappingProxyType({"enable.idempotence": True, "acks": "all"})
 _NOTHING: ClientConf = MappingProxyType({})
+
+
+class RoleLayers(TypedDict, total=False):
+    """A role's two layers around the connection settings, as the `*_config` functions take
+    them; a client function passes them on unchanged."""
+
+    defaults: ClientConf
+    settings: ClientConf
 
 
 # --- configurations ---------------------------------------------------------------------------
@@ -110,14 +118,10 @@ def _role(layer: ClientConf) -> ClientConf:
 
 
 def new_consumer(
-    conf: ClientConf,
-    *,
-    defaults: ClientConf = _NOTHING,
-    settings: ClientConf = _NOTHING,
-    log: logging.Logger = CLIENT_LOG,
+    conf: ClientConf, *, log: logging.Logger = CLIENT_LOG, **layers: Unpack[RoleLayers]
 ) -> Consumer:
     """A consumer of `consumer_config(conf, defaults=..., settings=...)`."""
-    return Consumer(logging_to(consumer_config(conf, defaults=defaults, settings=settings), log))
+    return Consumer(logging_to(consumer_config(conf, **layers), log))
 
 
 def new_transactional_producer(
@@ -125,15 +129,12 @@ def new_transactional_producer(
     transactional_id: str,
     transaction_timeout_ms: int,
     *,
-    defaults: ClientConf = _NOTHING,
-    settings: ClientConf = _NOTHING,
     log: logging.Logger = CLIENT_LOG,
+    **layers: Unpack[RoleLayers],
 ) -> Producer:
     """A producer of `transactional_producer_config(...)`; `init_transactions()` is the
     caller's, since only the caller knows what its failure means."""
-    config = transactional_producer_config(
-        conf, transactional_id, transaction_timeout_ms, defaults=defaults, settings=settings
-    )
+    config = transactional_producer_config(conf, transactional_id, transaction_timeout_ms, **layers)
     return new_producer(config, log)
 
 
