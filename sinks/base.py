@@ -150,3 +150,22 @@ class Sink(Protocol):
 
     def close(self) -> None:
         """Driver-side, at shutdown: release this process's clients. Idempotent."""
+
+
+class WithoutKafka:
+    """The members of `Sink` that a destination other than Kafka has nothing to do in: it needs
+    nothing of the Kafka cluster, takes any number of tasks as it is, and keeps no per-batch
+    marker to forget. Subclasses override what they do have (`setup`, `forget_before`)."""
+
+    def kafka_needs(self, app: str, output: str) -> KafkaNeeds:
+        """Nothing: it writes no Kafka topic."""
+        return NO_KAFKA
+
+    def setup(self, app: str, output: str) -> None:
+        """Nothing to create."""
+
+    def prepare_tasks(self, app: str, output: str, tasks: int) -> None:
+        """Nothing: any number of tasks writes here as it is."""
+
+    def forget_before(self, app: str, output: str, batch_time: int) -> None:
+        """Nothing: it keeps no marker per batch beside the batch itself."""

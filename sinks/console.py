@@ -6,10 +6,10 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-from sinks.base import NO_KAFKA, BatchKey, KafkaNeeds, WriteResult
+from sinks.base import BatchKey, WithoutKafka, WriteResult
 
 
-class ConsoleSink:
+class ConsoleSink(WithoutKafka):
     """Shows up to `max_rows` rows of each batch partition on standard output."""
 
     writes_on_driver = True  # the driver's standard output is the one people watch
@@ -17,19 +17,6 @@ class ConsoleSink:
 
     def __init__(self, max_rows: int = 10) -> None:
         self.max_rows = max_rows
-
-    def kafka_needs(self, app: str, output: str) -> KafkaNeeds:
-        """Nothing: it writes no Kafka topic."""
-        return NO_KAFKA
-
-    def setup(self, app: str, output: str) -> None:
-        """Nothing to create."""
-
-    def prepare_tasks(self, app: str, output: str, tasks: int) -> None:
-        """Nothing: any number of tasks writes here as it is."""
-
-    def forget_before(self, app: str, output: str, batch_time: int) -> None:
-        """Nothing: it keeps no marker per batch."""
 
     def write(self, key: BatchKey, rows: Iterable[Any]) -> WriteResult:
         shown = 0

@@ -23,7 +23,7 @@ from connectors.avro import AvroEncoder, sync_marker
 from service import faults
 from service.durable import fsync_directory, synced_temp
 from service.errors import SinkError
-from sinks.base import NO_KAFKA, BatchKey, KafkaNeeds, WriteResult
+from sinks.base import BatchKey, WithoutKafka, WriteResult
 
 SUCCESS = "_SUCCESS"
 
@@ -37,7 +37,7 @@ def encode_row(row: Any) -> str:
     return json.dumps(row, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
-class FileSink:
+class FileSink(WithoutKafka):
     """Writes each batch of an output as a folder of JSON-lines part files."""
 
     writes_on_driver = False
@@ -55,18 +55,8 @@ class FileSink:
         name = f"part-{key.partition:05d}.{self.suffix}"
         return self.batch_dir(key.output, key.batch_time) / name
 
-    def kafka_needs(self, app: str, output: str) -> KafkaNeeds:
-        """Nothing: it writes no Kafka topic."""
-        return NO_KAFKA
-
     def setup(self, app: str, output: str) -> None:
         (Path(self.root) / output).mkdir(parents=True, exist_ok=True)
-
-    def prepare_tasks(self, app: str, output: str, tasks: int) -> None:
-        """Nothing: any number of tasks writes here as it is."""
-
-    def forget_before(self, app: str, output: str, batch_time: int) -> None:
-        """Nothing: it keeps no marker per batch beside the batch itself."""
 
     def write(self, key: BatchKey, rows: Iterable[Any]) -> WriteResult:
         target = self.part_path(key)

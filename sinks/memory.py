@@ -12,10 +12,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from service.errors import SinkError
-from sinks.base import NO_KAFKA, BatchKey, KafkaNeeds, WriteResult
+from sinks.base import BatchKey, WithoutKafka, WriteResult
 
 
-class MemorySink:
+class MemorySink(WithoutKafka):
     """Keeps committed rows per `BatchKey` in this process."""
 
     writes_on_driver = True  # tests read what it holds in the driver process
@@ -25,19 +25,6 @@ class MemorySink:
         self.parts: dict[BatchKey, list[Any]] = {}
         self.committed: dict[tuple[str, int], int] = {}
         self.duplicates_suppressed = 0
-
-    def kafka_needs(self, app: str, output: str) -> KafkaNeeds:
-        """Nothing: it writes no Kafka topic."""
-        return NO_KAFKA
-
-    def setup(self, app: str, output: str) -> None:
-        """Nothing to create."""
-
-    def prepare_tasks(self, app: str, output: str, tasks: int) -> None:
-        """Nothing: any number of tasks writes here as it is."""
-
-    def forget_before(self, app: str, output: str, batch_time: int) -> None:
-        """Nothing: it keeps no marker per batch beside the batch itself."""
 
     def write(self, key: BatchKey, rows: Iterable[Any]) -> WriteResult:
         incoming = list(rows)

@@ -38,7 +38,7 @@ from pydantic import SecretStr
 from connectors.process_cache import ProcessCache
 from service import faults
 from service.errors import SinkError
-from sinks.base import NO_KAFKA, BatchKey, KafkaNeeds, WriteResult
+from sinks.base import BatchKey, WithoutKafka, WriteResult
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ def set_fault_hook(hook: FaultHook | None) -> None:
     _fault_hook = hook
 
 
-class PostgresSink:
+class PostgresSink(WithoutKafka):
     """Writes each ``BatchKey`` to ``table`` exactly once; see the module docstring."""
 
     writes_on_driver = False
@@ -104,16 +104,9 @@ class PostgresSink:
 
     # --- driver side ---------------------------------------------------------------------
 
-    def kafka_needs(self, app: str, output: str) -> KafkaNeeds:
-        """Nothing: it writes no Kafka topic."""
-        return NO_KAFKA
-
     def setup(self, app: str, output: str) -> None:
         """Create the marker table, and the data table when missing; check configured columns."""
         self._on_driver(f"set up tables for {app}/{output}", self._setup_tables)
-
-    def prepare_tasks(self, app: str, output: str, tasks: int) -> None:
-        """Nothing: any number of tasks writes here as it is."""
 
     def _setup_tables(self, conn: Conn) -> None:
         conn.execute(_marker_sql(self.markers_table)[0])
