@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from functools import partial
-from typing import Any
+from typing import Any, NotRequired, TypedDict, Unpack
 
 from service.graph import event_functions, functions, state_functions
 from service.graph.base import RDD, BatchFunction, GraphContext
@@ -35,6 +35,7 @@ __all__ = [
     "RDD",
     "BatchFunction",
     "DStream",
+    "EventWindowOptions",
     "EventWindowView",
     "StateView",
     "StatefulDStream",
@@ -42,6 +43,32 @@ __all__ = [
 ]
 
 Step = Callable[[list[RDD], int], RDD]
+
+
+class EventWindowOptions(TypedDict):
+    """The keywords of `DStream.reduce_by_key_and_event_window` and
+    `DStream.count_by_key_and_event_window`. Left out, `slide_ms` is the length (a tumbling
+    window), `allowed_lateness_ms` 0, `late` "drop", `num_partitions` the graph's default and
+    `max_skew_ms` `event_functions.DEFAULT_MAX_SKEW_MS`."""
+
+    event_time: EventTime
+    length_ms: int
+    slide_ms: NotRequired[int | None]
+    slack_ms: int
+    allowed_lateness_ms: NotRequired[int]
+    late: NotRequired[str]
+    num_partitions: NotRequired[int | None]
+    max_skew_ms: NotRequired[int]
+
+
+def _check_event_window_keywords(options: EventWindowOptions) -> None:
+    """The `TypeError` a call with explicit keywords would raise: options are passed as
+    `**options`, which Python itself does not check against `EventWindowOptions`."""
+    unknown = sorted(set(options) - set(EventWindowOptions.__annotations__))
+    missing = sorted({"event_time", "length_ms", "slack_ms"} - set(options))
+    if unknown or missing:
+        msg = f"an event window's keywords: unexpected {unknown}, missing {missing}"
+        raise TypeError(msg)
 
 
 class DStream:
@@ -295,17 +322,7 @@ class DStream:
         return StateView(stream, "mapped_with_state", state_functions.mapped_records)
 
     def reduce_by_key_and_event_window(
-        self,
-        function: Reduce,
-        *,
-        event_time: EventTime,
-        length_ms: int,
-        slide_ms: int | None = None,
-        slack_ms: int,
-        allowed_lateness_ms: int = 0,
-        late: str = "drop",
-        num_partitions: int | None = None,
-        max_skew_ms: int = event_functions.DEFAULT_MAX_SKEW_MS,
+        self, function: Reduce, **options: Unpack[EventWindowOptions]
     ) -> EventWindowView:
         """Per key and event-time window `[start, end)`, the reduction of the values whose
         `event_time(value)` (ms, or "kafka") falls in it, as `WindowResult`s emitted once the
@@ -313,47 +330,38 @@ class DStream:
         revision for each batch of records within `allowed_lateness_ms`; later records, and
         records more than `max_skew_ms` ahead of the watermark (which they do not move), are
         dropped and counted (`late="drop"`) or become dead letters (`late="dead_letter"`).
-        See `service.graph.event_window`."""
-        spec = event_window_spec(
-            event_time,
-            function,
-            None,
-            length_ms,
-            slide_ms,
-            slack_ms,
-            allowed_lateness_ms,
-            late,
-            max_skew_ms,
-        )
-        window = EventWindow(self.ctx, self, spec, self._partitions(num_partitions))
-        return EventWindowView(StatefulDStream(self, window), "event_window_results")
+        See `EventWindowOptions` and `service.graph.event_window`."""
+        return self._event_window(function, None, "event_window_results", options)
 
     def count_by_key_and_event_window(
-        self,
-        *,
-        event_time: EventTime,
-        length_ms: int,
-        slide_ms: int | None = None,
-        slack_ms: int,
-        allowed_lateness_ms: int = 0,
-        late: str = "drop",
-        num_partitions: int | None = None,
-        max_skew_ms: int = event_functions.DEFAULT_MAX_SKEW_MS,
+        self, **options: Unpack[EventWindowOptions]
     ) -> EventWindowView:
         """`reduce_by_key_and_event_window` counting the records per key and window."""
-        spec = event_window_spec(
-            event_time,
-            functions.add,
-            state_functions.constant_one,
-            length_ms,
-            slide_ms,
-            slack_ms,
-            allowed_lateness_ms,
-            late,
-            max_skew_ms,
+        return self._event_window(
+            functions.add, state_functions.constant_one, "event_window_counts", options
         )
-        window = EventWindow(self.ctx, self, spec, self._partitions(num_partitions))
-        return EventWindowView(StatefulDStream(self, window), "event_window_counts")
+
+    def _event_window(
+        self,
+        function: Reduce,
+        lift: Callable[[Any], Any] | None,
+        kind: str,
+        options: EventWindowOptions,
+    ) -> EventWindowView:
+        _check_event_window_keywords(options)
+        spec = event_window_spec(
+            options["event_time"],
+            function,
+            lift,
+            options["length_ms"],
+            options.get("slide_ms"),
+            options["slack_ms"],
+            options.get("allowed_lateness_ms", 0),
+            options.get("late", "drop"),
+            options.get("max_skew_ms", event_functions.DEFAULT_MAX_SKEW_MS),
+        )
+        window = EventWindow(self.ctx, self, spec, self._partitions(options.get("num_partitions")))
+        return EventWindowView(StatefulDStream(self, window), kind)
 
     # --- output operations ----------------------------------------------------------------
 
