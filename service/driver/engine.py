@@ -41,6 +41,7 @@ from service.graph.checkpoint_store import CheckpointStore
 from service.graph.context import StreamingContext
 from service.graph.sources import KafkaInputDStream
 from service.journal.base import Journal
+from service.observe import logs
 
 log = logging.getLogger(__name__)
 # The exit codes of `dstreams run` (the README's table; the Helm chart's comments follow it).
@@ -282,6 +283,7 @@ class Service:
             spark.spark_conf(),
             address=address,
             class_archive=spark.class_archive,
+            json_logs=logs.writes_json(self.settings.logging.format),
         )
         self.sc = sc  # stopped by run() even if the check below refuses the cluster
         if not master.is_local:

@@ -23,6 +23,9 @@ from service.errors import ConfigError
 
 HASH_SEED = "0"
 LOG4J2_FILE = shipped_config_file("log4j2.properties")
+# The same loggers with Spark's JSON layout, for `logging.format` json (docs/architecture.md,
+# Observability): one log format per process, so a collector never meets a text line.
+LOG4J2_JSON_FILE = shipped_config_file("log4j2-json.properties")
 LOOPBACK = "127.0.0.1"
 
 # Settings every dstreams job needs; user settings may add to these but not weaken determinism.
@@ -104,13 +107,17 @@ def spark_conf(
     address: DriverAddress,
     extra_conf: Mapping[str, str] | None = None,
     archive: Path | None = None,
+    *,
+    json_logs: bool = False,
 ) -> dict[str, str]:
     """Every Spark property dstreams sets: the base, the driver's address, then the user's.
-    `archive`: the driver JVM's class-data archive (`service.driver.class_archive`), if any."""
+    `archive`: the driver JVM's class-data archive (`service.driver.class_archive`), if any;
+    `json_logs`: the JVMs log JSON lines rather than text."""
     conf = {**BASE_CONF, **address.spark_conf()}
     driver_options = [jvm_archive.java_options(archive)]
-    if LOG4J2_FILE.exists():
-        option = f"-Dlog4j.configurationFile=file:{LOG4J2_FILE}"
+    log4j_file = LOG4J2_JSON_FILE if json_logs else LOG4J2_FILE
+    if log4j_file.exists():
+        option = f"-Dlog4j.configurationFile=file:{log4j_file}"
         driver_options.insert(0, option)
         if master.on_this_host:  # elsewhere the file's path means nothing
             conf["spark.executor.extraJavaOptions"] = option
@@ -126,11 +133,13 @@ def create_spark_context(
     *,
     address: DriverAddress | None = None,
     class_archive: str | Path | None = "auto",
+    json_logs: bool = False,
 ) -> Any:
     """Start (or return the running) SparkContext with dstreams' base settings.
 
     `address` defaults to `driver_address(master)`: loopback in local mode, the route towards
-    the master on a cluster. `class_archive`: see `class_archive.resolve`.
+    the master on a cluster. `class_archive`: see `class_archive.resolve`. `json_logs`: the
+    driver's and local executors' JVMs log JSON lines (Spark's structured layout).
     """
     parsed = parse_master(master)
     address = address or driver_address(parsed)
@@ -147,7 +156,7 @@ def create_spark_context(
 
     conf = SparkConf().setAppName(app_name).setMaster(with_task_retries(master))
     archive = jvm_archive.resolve(class_archive)
-    for key, value in spark_conf(parsed, address, extra_conf, archive).items():
+    for key, value in spark_conf(parsed, address, extra_conf, archive, json_logs=json_logs).items():
         conf.set(key, value)
     sc = SparkContext.getOrCreate(conf)
     sc.setLogLevel("WARN")

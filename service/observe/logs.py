@@ -142,6 +142,12 @@ def configure_logging(
     return handler
 
 
+def writes_json(format: LogFormat, stream: TextIO | None = None) -> bool:
+    """Whether `configure_logging(format)` writes JSON to `stream` (stderr): what the JVM's logs
+    follow, so that one process writes one format."""
+    return not _wants_text(format, stream if stream is not None else sys.stderr)
+
+
 def _wants_text(format: str, stream: TextIO) -> bool:
     if format == "auto":
         isatty = getattr(stream, "isatty", None)
