@@ -84,12 +84,14 @@ bench-state: venv sysdeps class-archive
 
 # Runs too long for `make test`: the stateful long run at 1,000 batches, and the stateful chaos
 # test at the issue's full size (200,000 lines, every crash point, 10 SIGKILLs in all), and
-# the event-time chaos test at its full size (60,000 clicks, 10 driver SIGKILLs).
+# the event-time chaos test at its full size (60,000 clicks, 10 driver SIGKILLs), the ingest fault
+# run, and every broker down for longer than the Kafka sink's transaction timeout.
 soak: venv sysdeps class-archive
 	DSTREAMS_LONG_RUN_BATCHES=1000 $(PY) -m pytest tests/spark/test_state_long_run.py $(PYTEST_ARGS)
 	DSTREAMS_STATE_CHAOS_LINES=200000 DSTREAMS_STATE_CHAOS_KILLS=10 DSTREAMS_STATE_CHAOS_POINTS=all \
 		$(PY) -m pytest tests/chaos/test_state_chaos.py $(PYTEST_ARGS)
-	DSTREAMS_SOAK=1 $(PY) -m pytest tests/chaos/test_replication_faults.py $(PYTEST_ARGS)
+	DSTREAMS_SOAK=1 $(PY) -m pytest tests/chaos/test_replication_faults.py \
+		tests/chaos/test_brokers_down_past_transaction_timeout.py $(PYTEST_ARGS)
 	DSTREAMS_EVENT_CHAOS_LINES=60000 DSTREAMS_EVENT_CHAOS_KILLS=10 \
 		$(PY) -m pytest tests/chaos/test_event_time_chaos.py $(PYTEST_ARGS)
 

@@ -352,6 +352,17 @@ class LocalKafkaCluster(StartedOnEnter):
         """SIGKILL broker `index` (0-based) and wait until it is gone; its data dir is kept."""
         self._broker(index).kill()
 
+    def restart_brokers(self, *indexes: int) -> None:
+        """Start the killed brokers `indexes` together (a quorum of controllers that are all down
+        needs a majority back before any one serves); block until every one serves."""
+        brokers = [self._broker(index) for index in indexes]
+        for index, broker in zip(indexes, brokers, strict=True):
+            if broker.running:
+                msg = f"broker {index} is still running; kill_broker({index}) before restarting it"
+                raise KafkaClusterError(msg)
+            broker.launch(self._broker_command(broker))
+        self._wait_until_serving(brokers)
+
     def restart_broker(self, index: int) -> None:
         """Start broker `index` again on the same ports and data dir; block until it serves."""
         broker = self._broker(index)
