@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from service.driver.scheduler import Scheduler, align_up
+from service.driver.scheduler import BatchClock, Scheduler, align_up
+
+HOUR_MS = 3_600_000
 
 
 class FakeClock:
@@ -13,6 +15,27 @@ class FakeClock:
         return self.now
 
 
+class FakeTime:
+    """A wall clock the test can step, and a monotonic clock that only real waits move."""
+
+    def __init__(self, wall_ms: int) -> None:
+        self.wall = FakeClock(wall_ms)
+        self.monotonic = FakeClock(0)
+        self.waited_ms = 0
+
+    def pass_ms(self, ms: int) -> None:
+        self.wall.now += ms
+        self.monotonic.now += ms
+
+    def wait(self, seconds: float) -> bool:
+        self.waited_ms += round(seconds * 1000)
+        self.pass_ms(round(seconds * 1000))
+        return False
+
+    def scheduler(self, interval_ms: int = 1000) -> Scheduler:
+        return Scheduler(interval_ms, BatchClock(self.wall, self.monotonic), self.wait)
+
+
 def test_align_up() -> None:
     assert align_up(1000, 1000) == 1000
     assert align_up(1001, 1000) == 2000
@@ -21,7 +44,7 @@ def test_align_up() -> None:
 
 def test_overrun_batches_queue_and_report_their_delay() -> None:
     clock = FakeClock(10_000)
-    scheduler = Scheduler(1000, clock)
+    scheduler = Scheduler(1000, BatchClock(clock, lambda: 0))
     seen: list[tuple[int, float]] = []
 
     def slow_batch(batch_time: int, delay_s: float) -> None:
@@ -42,7 +65,7 @@ def test_after_an_outage_every_interval_of_the_down_time_runs_back_to_back() -> 
     journal = [PlannedRecord(1, 9_000, (), "f"), CompletedRecord(1, 9_000, {})]
     first = first_new_batch_time(JournalState.from_records(journal), 1000, clock_ms=18_400)
     clock = FakeClock(18_400)
-    scheduler = Scheduler(1000, clock)
+    scheduler = Scheduler(1000, BatchClock(clock, lambda: 0))
     seen: list[tuple[int, float]] = []
 
     def quick_batch(batch_time: int, delay_s: float) -> None:
@@ -57,7 +80,7 @@ def test_after_an_outage_every_interval_of_the_down_time_runs_back_to_back() -> 
 
 def test_stop_returns_after_the_running_batch() -> None:
     clock = FakeClock(0)
-    scheduler = Scheduler(1000, clock)
+    scheduler = Scheduler(1000, BatchClock(clock, lambda: 0))
     seen: list[int] = []
 
     def batch(batch_time: int, _delay: float) -> None:
@@ -76,3 +99,70 @@ def test_local_master_gets_task_retries() -> None:
     assert with_task_retries("local[*]") == "local[*,4]"
     assert with_task_retries("local[2,3]") == "local[2,3]"
     assert with_task_retries("spark://host:7077") == "spark://host:7077"
+
+
+def test_a_wall_clock_stepped_back_does_not_stall_the_batches() -> None:
+    time = FakeTime(10_000)
+    scheduler = time.scheduler()
+    seen: list[int] = []
+
+    def batch(batch_time: int, _delay: float) -> None:
+        seen.append(batch_time)
+        time.pass_ms(100)
+        if batch_time == 12_000:
+            time.wall.now -= HOUR_MS  # an NTP step, or an operator's `date -s`
+
+    scheduler.run(10_000, batch, max_batches=6)
+    assert seen == list(range(10_000, 15_001, 1000))
+    # Each batch waited out the rest of its interval in real time, not the hour the wall clock
+    # fell back: 6 batches of 0.1 s in 5.1 s of real time.
+    assert time.waited_ms == 4_500
+    assert time.monotonic.now == 5_100
+
+
+def test_a_wall_clock_stepped_forward_makes_the_skipped_intervals_due_at_once() -> None:
+    time = FakeTime(10_000)
+    scheduler = time.scheduler()
+    seen: list[tuple[int, float]] = []
+
+    def batch(batch_time: int, delay_s: float) -> None:
+        seen.append((batch_time, delay_s))
+        time.pass_ms(10)
+        if batch_time == 10_000:
+            time.wall.now += HOUR_MS
+
+    scheduler.run(10_000, batch, max_batches=5)
+    assert [t for t, _ in seen] == list(range(10_000, 14_001, 1000))
+    # As after a driver's down time: due at once, run back to back, nothing skipped.
+    assert time.waited_ms == 0
+    assert seen[1][1] > 3_590
+
+
+def test_a_restart_with_the_wall_clock_behind_the_journal_carries_on_at_once() -> None:
+    # The journal's last batch is an hour ahead of this host's clock (stepped back since, or
+    # written by a host whose clock was ahead): waiting for the wall clock would stall an hour.
+    time = FakeTime(10_000)
+    scheduler = time.scheduler()
+    seen: list[int] = []
+
+    def batch(batch_time: int, _delay: float) -> None:
+        seen.append(batch_time)
+        time.pass_ms(100)
+
+    first = 10_000 + HOUR_MS
+    scheduler.run(first, batch, max_batches=3)
+    assert seen == [first, first + 1000, first + 2000]
+    assert time.waited_ms == 2_800  # one interval per batch after the first, none for the hour
+
+
+def test_the_batch_clock_follows_the_wall_clock_when_it_moves_forward() -> None:
+    time = FakeTime(50_000)
+    clock = BatchClock(time.wall, time.monotonic)
+    assert clock() == 50_000
+    time.pass_ms(250)
+    assert clock() == 50_250
+    time.wall.now += 7  # a slewed wall clock that runs slightly fast is followed
+    assert clock() == 50_257
+    time.wall.now -= 1_000  # stepped back: real time still passes
+    time.pass_ms(100)
+    assert clock() == 50_357
