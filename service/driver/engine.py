@@ -41,6 +41,7 @@ from service.graph.checkpoint_store import CheckpointStore
 from service.graph.context import StreamingContext
 from service.graph.sources import KafkaInputDStream
 from service.journal.base import Journal
+from service.observe.status import RECOVERING, STANDBY
 
 log = logging.getLogger(__name__)
 # The exit codes of `dstreams run` (the README's table; the Helm chart's comments follow it).
@@ -193,6 +194,7 @@ class Service:
         self.ctx.attach_spark(self.sc, spark.stable_placement and not spark.parsed_master.is_local)
         if settings.standby.enabled and not self._await_election(journal):
             return EXIT_OK
+        self.observer.phase(RECOVERING)
         epoch = journal.open()
         self.observer.set_epoch(epoch)
         self.lifecycle = self._make_lifecycle(self.ctx, journal, epoch)
@@ -246,6 +248,7 @@ class Service:
         self.election = make_election(self.settings, journal)
         preloader = self._start_preloader(journal)
         log.info("standby: waiting to become the active driver")
+        self.observer.phase(STANDBY)
         elected = self.election.wait_until_elected(self.scheduler.stopping, self._heartbeat)
         self.preloaded = preloader.take() if preloader is not None else None
         if not elected:

@@ -96,6 +96,11 @@ class Observer:
     def journal_appended(self, seconds: float) -> None:
         self.metrics.journal_appended(seconds)
 
+    def phase(self, phase: str) -> None:
+        """The driver entered `phase` (service.observe.status.PHASES), for `/startupz`."""
+        self.board.set_phase(phase)
+        log.info("driver phase: %s", phase)
+
     def recovered(self, seconds: float, replayed_batches: int) -> None:
         self.metrics.recovery_finished(seconds, replayed_batches)
 
