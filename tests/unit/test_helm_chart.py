@@ -274,9 +274,11 @@ def test_probes_hit_healthz_and_readyz_on_the_http_port(defaults: list[dict[str,
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
     startup = container["startupProbe"]
-    assert startup["httpGet"]["path"] == "/healthz"
-    # Spark's start plus recovery: at least ten minutes before liveness takes over.
-    assert startup["periodSeconds"] * startup["failureThreshold"] >= 600
+    # Not /healthz, which is 200 as soon as the server is up: liveness would then apply during
+    # recovery. /startupz turns 200 with the first batch after recovery (service/observe/http.py).
+    assert startup["httpGet"] == {"path": "/startupz", "port": "http"}
+    # Spark's start plus recovery: at least thirty minutes before liveness takes over.
+    assert startup["periodSeconds"] * startup["failureThreshold"] >= 1800
     assert container["ports"] == [{"name": "http", "containerPort": 8080, "protocol": "TCP"}]
 
 
