@@ -231,6 +231,11 @@ class Service:
         )
         acknowledge = wiring.make_acknowledger(self.settings, ctx)
         checkpoints = make_checkpoints(self.settings, ctx, journal_log, self.observer)
+        if ctx.stateful_streams():
+            interval_ms = (
+                checkpoint_interval_batches(self.settings) * self.settings.batch_interval_ms
+            )
+            self.observer.checkpoint_interval(interval_ms / 1000)
         checkpoints.preloaded, self.preloaded = self.preloaded, None
         lifecycle = BatchLifecycle(ctx, journal_log, self.observer, acknowledge, checkpoints)
         lifecycle.setup_outputs()
@@ -330,11 +335,15 @@ def make_checkpoints(
     settings: Settings, ctx: StreamingContext, journal: JournalLog, observer: CheckpointObserver
 ) -> StateCheckpoints:
     """Step 7 and the state half of recovery, from `settings.checkpoint`."""
-    interval = settings.checkpoint.interval_batches or default_interval_batches(
+    store = CheckpointStore(settings.checkpoint.path)
+    return StateCheckpoints(ctx, store, journal, checkpoint_interval_batches(settings), observer)
+
+
+def checkpoint_interval_batches(settings: Settings) -> int:
+    """Batches between checkpoints: as configured, else about 10 s of them."""
+    return settings.checkpoint.interval_batches or default_interval_batches(
         settings.batch_interval_ms
     )
-    store = CheckpointStore(settings.checkpoint.path)
-    return StateCheckpoints(ctx, store, journal, interval, observer)
 
 
 def run_service(settings: Settings) -> int:
