@@ -123,6 +123,8 @@ def _state_alerts() -> list[dict[str, Any]]:
         # Three restarts in 30 minutes: epochs 1 to 4, each process at 0 until it opens the journal.
         _rule_test({epoch: "1x20 0 2x3 0 3x3 0 4x10"}, "DStreamsRecoveryLoop", CRITICAL),
         _rule_test({epoch: "1x20 0 2x23"}, "DStreamsRecoveryLoop", None),
+        # Two restarts are two, although the epoch series changed four times (through 0).
+        _rule_test({epoch: "1x20 0 2x3 0 3x15"}, "DStreamsRecoveryLoop", None),
         _rule_test({epoch: "7x45"}, "DStreamsRecoveryLoop", None),
         _rule_test({epoch: "1 0 2 0 3 0 4 5x40"}, "DStreamsRecoveryLoop", None),  # long ago
     ]
