@@ -1,4 +1,4 @@
-"""The chart's alerts, run by Prometheus' own rule tester (`promtool test rules`).
+"""The chart's alerts, run by Prometheus' own rule tester (`promtool test rules`); its dashboard.
 
 Every alert the PrometheusRule renders has series that fire it and series that must not; a test
 fails when an alert has no such pair. Each alert also has a runbook line in the chart's README.
@@ -6,6 +6,7 @@ fails when an alert has no such pair. Each alert also has a runbook line in the 
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from collections.abc import Callable
@@ -24,6 +25,7 @@ from tests.unit.test_helm_chart import (
     _template,
     _tool,
     _write_values,
+    exported_series,
 )
 
 WHERE = f'namespace="{NAMESPACE}",pod="p"'
@@ -196,3 +198,50 @@ def test_every_alert_has_a_runbook_line_in_the_readme(rule_groups: list[dict[str
     runbook = readme[readme.index("## Alerts") :]
     for alert in _alerts(rule_groups):
         assert re.search(rf"^\| `{alert}` \|", runbook, re.MULTILINE), f"no runbook line: {alert}"
+
+
+# --- the dashboard ------------------------------------------------------------------------------
+
+DASHBOARD = CHART / "dashboards" / "dstreams.json"
+
+
+def _families(expr: str) -> set[str]:
+    """The metric families an expression reads (a histogram's _bucket, _sum, _count as one)."""
+    return {
+        re.sub(r"_(sum|count|bucket)$", "", name)
+        for name in re.findall(r"\bdstreams_[a-z_]+", expr)
+    }
+
+
+def _panel_exprs() -> list[str]:
+    dashboard = json.loads(DASHBOARD.read_text())
+    return [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
+
+
+def test_dashboard_panels_read_only_metrics_the_service_exports() -> None:
+    exported = exported_series()
+    exprs = _panel_exprs()
+    assert exprs
+    for expr in exprs:
+        names = re.findall(r"\bdstreams_[a-z_]+", expr)
+        assert names, expr
+        for name in names:
+            assert name in exported, f"{expr} reads {name}, which dstreams does not export"
+
+
+def test_dashboard_picks_an_application_and_its_instances() -> None:
+    variables = {v["name"]: v for v in json.loads(DASHBOARD.read_text())["templating"]["list"]}
+    assert "dstreams_app_info" in variables["app"]["definition"]
+    assert '"$app"' in variables["instance"]["definition"]
+    # "All" must mean this application's instances, not every target Prometheus scrapes.
+    assert "allValue" not in variables["instance"]
+    for expr in _panel_exprs():
+        assert 'instance=~"$instance"' in expr, expr
+
+
+def test_dashboard_shows_what_every_alert_watches(rule_groups: list[dict[str, Any]]) -> None:
+    shown = set().union(*(_families(expr) for expr in _panel_exprs()))
+    for group in rule_groups:
+        for rule in group["rules"]:
+            missing = _families(rule["expr"]) - shown
+            assert not missing, f"{rule['alert']} watches {missing}, which no panel shows"
