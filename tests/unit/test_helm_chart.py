@@ -650,6 +650,11 @@ def test_every_dashboard_query_names_a_metric_the_service_exports(
 
 @pytest.fixture(scope="module")
 def kubeconform() -> Iterator[list[str]]:
+    yield kubeconform_command()
+
+
+def kubeconform_command() -> list[str]:
+    """kubeconform with the offline schemas, as a command line; skips the test without them."""
     binary = _tool("kubeconform")
     schemas = TOOLS / "k8s-schemas" / f"v{KUBE_VERSION}-standalone-strict"
     if binary is None or not schemas.is_dir():
@@ -662,7 +667,7 @@ def kubeconform() -> Iterator[list[str]]:
         "/{{ .ResourceKind }}{{ .KindSuffix }}.json"
     )
     # The Prometheus Operator's kinds have no schema offline; the tests above check them.
-    yield [
+    return [
         binary, "-strict", "-summary", "-output", "json",
         "-kubernetes-version", KUBE_VERSION, "-schema-location", location,
         "-skip", "ServiceMonitor,PrometheusRule",

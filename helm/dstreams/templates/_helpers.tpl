@@ -55,7 +55,9 @@ The HTTP port dstreams listens on, taken from the config so the two cannot disag
 */}}
 {{- define "dstreams.httpPort" -}}
 {{- $http := default dict .Values.config.http }}
-{{- $port := default 8080 $http.port | int }}
+{{- /* Not `default`: it would take a 0 for "not set" and point the probes at 8080. */}}
+{{- $port := 8080 }}
+{{- if hasKey $http "port" }}{{ $port = int $http.port }}{{ end }}
 {{- if eq $port 0 }}
 {{- fail "config.http.port is 0 (a random port); the probes and the Service need a fixed port" }}
 {{- end }}
@@ -506,7 +508,9 @@ The port `dstreams ingest` listens on (config.ingest.port), so the two cannot di
 */}}
 {{- define "dstreams.ingestPort" -}}
 {{- $ingest := default dict .Values.config.ingest }}
-{{- $port := default 8081 $ingest.port | int }}
+{{- /* Not `default`: it would take a 0 for "not set". */}}
+{{- $port := 8081 }}
+{{- if hasKey $ingest "port" }}{{ $port = int $ingest.port }}{{ end }}
 {{- if eq $port 0 }}
 {{- fail "config.ingest.port is 0 (a random port); the ingest probes and Service need a fixed port" }}
 {{- end }}
