@@ -174,6 +174,15 @@ def test_ingest_service_and_budget_select_only_the_endpoint(everything: Docs) ->
     assert budget["maxUnavailable"] == 1  # one replica: a drain is never blocked
 
 
+def test_ingest_metrics_are_scraped_from_its_own_service(everything: Docs) -> None:
+    monitor = _named(everything, "ServiceMonitor", INGEST_NAME)["spec"]
+    service = _named(everything, "Service", INGEST_NAME)
+    assert monitor["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert monitor["endpoints"][0]["port"] == service["spec"]["ports"][0]["name"]
+    driver_monitor = _named(everything, "ServiceMonitor", DRIVER)["spec"]["selector"]
+    assert not _matches(driver_monitor["matchLabels"], service["metadata"]["labels"])
+
+
 def test_the_ingest_config_loads_in_dstreams(everything: Docs, tmp_path: Path) -> None:
     config = tmp_path / "config.yaml"
     config.write_text(_named(everything, "ConfigMap", DRIVER)["data"]["config.yaml"])
