@@ -252,8 +252,8 @@ class Service:
         log.info("standby: Spark and its workers are warm (%.1fs)", time.monotonic() - started)
         self.election = make_election(self.settings, journal)
         preloader = self._start_preloader(journal)
+        self.observer.phase(STANDBY)  # before the log line, which tests and people wait for
         log.info("standby: waiting to become the active driver")
-        self.observer.phase(STANDBY)
         elected = self.election.wait_until_elected(self.scheduler.stopping, self._heartbeat)
         self.preloaded = preloader.take() if preloader is not None else None
         if not elected:
