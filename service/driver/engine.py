@@ -42,6 +42,7 @@ from service.graph.context import StreamingContext
 from service.graph.sources import KafkaInputDStream
 from service.journal.base import Journal
 from service.observe import logs
+from service.observe.status import RECOVERING, STANDBY
 
 log = logging.getLogger(__name__)
 # The exit codes of `dstreams run` (the README's table; the Helm chart's comments follow it).
@@ -194,6 +195,7 @@ class Service:
         self.ctx.attach_spark(self.sc, spark.stable_placement and not spark.parsed_master.is_local)
         if settings.standby.enabled and not self._await_election(journal):
             return EXIT_OK
+        self.observer.phase(RECOVERING)
         epoch = journal.open()
         self.observer.set_epoch(epoch)
         self.lifecycle = self._make_lifecycle(self.ctx, journal, epoch)
@@ -230,6 +232,11 @@ class Service:
         )
         acknowledge = wiring.make_acknowledger(self.settings, ctx)
         checkpoints = make_checkpoints(self.settings, ctx, journal_log, self.observer)
+        if ctx.stateful_streams():
+            interval_ms = (
+                checkpoint_interval_batches(self.settings) * self.settings.batch_interval_ms
+            )
+            self.observer.checkpoint_interval(interval_ms / 1000)
         checkpoints.preloaded, self.preloaded = self.preloaded, None
         lifecycle = BatchLifecycle(ctx, journal_log, self.observer, acknowledge, checkpoints)
         lifecycle.setup_outputs()
@@ -246,6 +253,7 @@ class Service:
         log.info("standby: Spark and its workers are warm (%.1fs)", time.monotonic() - started)
         self.election = make_election(self.settings, journal)
         preloader = self._start_preloader(journal)
+        self.observer.phase(STANDBY)  # before the log line, which tests and people wait for
         log.info("standby: waiting to become the active driver")
         elected = self.election.wait_until_elected(self.scheduler.stopping, self._heartbeat)
         self.preloaded = preloader.take() if preloader is not None else None
@@ -329,11 +337,15 @@ def make_checkpoints(
     settings: Settings, ctx: StreamingContext, journal: JournalLog, observer: CheckpointObserver
 ) -> StateCheckpoints:
     """Step 7 and the state half of recovery, from `settings.checkpoint`."""
-    interval = settings.checkpoint.interval_batches or default_interval_batches(
+    store = CheckpointStore(settings.checkpoint.path)
+    return StateCheckpoints(ctx, store, journal, checkpoint_interval_batches(settings), observer)
+
+
+def checkpoint_interval_batches(settings: Settings) -> int:
+    """Batches between checkpoints: as configured, else about 10 s of them."""
+    return settings.checkpoint.interval_batches or default_interval_batches(
         settings.batch_interval_ms
     )
-    store = CheckpointStore(settings.checkpoint.path)
-    return StateCheckpoints(ctx, store, journal, interval, observer)
 
 
 def run_service(settings: Settings) -> int:

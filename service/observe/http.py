@@ -5,6 +5,8 @@ One small threaded stdlib server on a background thread:
 - `/metrics`  Prometheus exposition of `Metrics.registry` (OpenMetrics when the scraper asks).
 - `/healthz`  200 while the scheduler's heartbeat is recent, 503 when it is wedged (liveness).
 - `/readyz`   200 once `StatusBoard.set_ready(True)` was called, else 503 (readiness).
+- `/startupz` 200 once the first batch after recovery completed, or while a warm standby waits;
+              503 with the phase and the recovery's progress before (Kubernetes' startup probe).
 - `/status`   the board's JSON snapshot.
 - `/`         the self-contained HTML status page (service.observe.status_page).
 
@@ -226,6 +228,7 @@ class _DriverRoutes:
             "/metrics": self._metrics,
             "/healthz": self._healthz,
             "/readyz": self._readyz,
+            "/startupz": self._startupz,
             "/status": self._status,
         }
 
@@ -241,12 +244,20 @@ class _DriverRoutes:
 
     def _healthz(self, request: Request) -> Reply:
         healthy, why = self.board.healthy()
-        return text_reply(200 if healthy else 503, f"{'ok' if healthy else 'wedged'}: {why}\n")
+        _, progress = self.board.started()
+        verdict = "ok" if healthy else "wedged"
+        return text_reply(200 if healthy else 503, f"{verdict}: {why}; {progress}\n")
 
     def _readyz(self, request: Request) -> Reply:
         if self.board.ready:
             return text_reply(200, "ready\n")
         return text_reply(503, "not ready: recovering or waiting for the first batch to complete\n")
+
+    def _startupz(self, request: Request) -> Reply:
+        started, progress = self.board.started()
+        return text_reply(
+            200 if started else 503, f"{'started' if started else 'starting'}: {progress}\n"
+        )
 
     def _status(self, request: Request) -> Reply:
         return json_reply(200, self.board.snapshot())
@@ -268,5 +279,5 @@ class HttpServer(RoutedServer):
 
     def start(self) -> int:
         port = super().start()
-        _log.info("serving /metrics, /healthz, /readyz, /status and / on port %d", port)
+        _log.info("serving /metrics, /healthz, /readyz, /startupz, /status and / on port %d", port)
         return port

@@ -234,6 +234,15 @@ class Metrics:
         self._epoch = Gauge(
             "dstreams_epoch", "Journal epoch held by this driver (fences older ones).", registry=r
         )
+        # The application's pace and name as series, so that alerts count in batch intervals and
+        # dashboards pick an application without knowing either from elsewhere.
+        self._batch_interval = Gauge(
+            "dstreams_batch_interval_seconds", "The batch interval (batch_interval_ms).", registry=r
+        )
+        self._app = Gauge(
+            "dstreams_app_info", "Always 1; the label names the application (app_id).", ["app"],
+            registry=r,
+        )  # fmt: skip
         self._under_replicated = under_replicated_gauge(r)
 
     # --- Batches -------------------------------------------------------------------------------
@@ -316,6 +325,11 @@ class Metrics:
 
     def set_epoch(self, epoch: int) -> None:
         self._epoch.set(epoch)
+
+    def set_application(self, app_id: str, batch_interval_ms: int) -> None:
+        """Names the application and its batch interval (`dstreams_app_info`, the interval)."""
+        self._app.labels(app_id).set(1)
+        self._batch_interval.set(batch_interval_ms / 1000)
 
     def set_topic_under_replicated(self, topic: str, role: str, under: bool) -> None:
         self._under_replicated.labels(topic, role).set(1 if under else 0)

@@ -51,6 +51,7 @@ class Observer:
         """`source_max_rates`: each source's max_rate_per_partition (None: unlimited)."""
         self.app_id = app_id
         self.metrics = metrics
+        metrics.set_application(app_id, batch_interval_ms)
         self.board = board
         self.rate = rate
         self._http_address = http
@@ -96,6 +97,11 @@ class Observer:
     def journal_appended(self, seconds: float) -> None:
         self.metrics.journal_appended(seconds)
 
+    def phase(self, phase: str) -> None:
+        """The driver entered `phase` (service.observe.status.PHASES), for `/startupz`."""
+        self.board.set_phase(phase)
+        log.info("driver phase: %s", phase)
+
     def recovered(self, seconds: float, replayed_batches: int) -> None:
         self.metrics.recovery_finished(seconds, replayed_batches)
 
@@ -104,6 +110,10 @@ class Observer:
     ) -> None:
         self.metrics.state.checkpoint_written(seconds, size, time.time(), streams)
         self.board.checkpoint_written(batch_time, seconds, size)
+
+    def checkpoint_interval(self, seconds: float) -> None:
+        """A stateful graph checkpoints every `seconds` of batches."""
+        self.metrics.state.set_checkpoint_interval(seconds)
 
     def state_recomputed(self, batches: int) -> None:
         self.metrics.state.recomputed(batches)

@@ -3,8 +3,9 @@
 Per stateful stream (label `stream`, bounded by the graph): keys and bytes of state as of the
 latest checkpoint (counting them every batch would cost a Spark job). Checkpoints: seconds and
 bytes per checkpoint (histograms), the batch time of the latest one (time since it is
-`time() - dstreams_last_checkpoint_timestamp_seconds`), and completed batches whose state was
-recomputed during recovery.
+`time() - dstreams_last_checkpoint_timestamp_seconds`), the interval between checkpoints (0 for a
+stateless graph; an alert on the checkpoint's age counts in it and needs no configuration), and
+completed batches whose state was recomputed during recovery.
 """
 
 from __future__ import annotations
@@ -36,6 +37,12 @@ class StateMetrics:
             "Wall-clock time the latest checkpoint was journaled, in seconds since the epoch.",
             registry=r,
         )
+        self._interval = Gauge(
+            "dstreams_checkpoint_interval_seconds",
+            "Seconds of batches between checkpoints (checkpoint.interval_batches times the batch "
+            "interval); 0 for a stateless graph, which never checkpoints.",
+            registry=r,
+        )
         self._keys = Gauge(
             "dstreams_state_keys", "Keys of state at the latest checkpoint.", ["stream"], registry=r
         )
@@ -60,6 +67,9 @@ class StateMetrics:
         for name, figures in streams.items():
             self._keys.labels(name).set(figures.get("keys", 0))
             self._state_bytes.labels(name).set(figures.get("bytes", 0))
+
+    def set_checkpoint_interval(self, seconds: float) -> None:
+        self._interval.set(seconds)
 
     def recomputed(self, batches: int) -> None:
         self._recomputed.inc(batches)

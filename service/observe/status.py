@@ -17,6 +17,11 @@ from typing import Any
 from connectors.offsets import OffsetRange
 
 RUNNING = "running"
+# Where the driver is in its start (`/startupz`, `/healthz`'s body): Spark and the start-up
+# checks, a warm standby waiting to be elected, recovery (replaying the journal), then running
+# once the first batch after recovery completed (docs/architecture.md, Observability).
+STARTING, STANDBY, RECOVERING = "starting", "standby", "recovering"
+PHASES = (STARTING, STANDBY, RECOVERING, RUNNING)
 # Batches kept for /status: at 1 s batches, the last few minutes.
 DEFAULT_MAX_BATCHES = 200
 
@@ -89,6 +94,9 @@ class StatusBoard:
         self._batches: dict[int, _Batch] = {}
         self._epoch: int | None = None
         self._ready = False
+        self._phase = STARTING
+        self._phase_since = clock()
+        self._replayed_in_recovery = 0
         self._last_heartbeat = clock()
         # Optional pull-based heartbeat: returns the scheduler's last tick on the same clock.
         self.heartbeat_source = heartbeat_source
@@ -125,6 +133,8 @@ class StatusBoard:
             batch.outcome = str(outcome)
             if outcome in ("completed", "failed"):
                 self._totals[outcome] += 1
+            if outcome == "replayed" and self._phase == RECOVERING:
+                self._replayed_in_recovery += 1
             self._totals["records_in"] += records_in
 
     def batch_breakdown(self, batch_time: int, breakdown: Mapping[str, Any]) -> None:
@@ -158,9 +168,23 @@ class StatusBoard:
             self._epoch = epoch
 
     def set_ready(self, ready: bool = True) -> None:
-        """Ready once recovery finished and the first batch completed (`/readyz`)."""
+        """Ready once recovery finished and the first batch completed (`/readyz`); that batch
+        also ends the start (phase running, `/startupz`)."""
         with self._lock:
             self._ready = ready
+        if ready:
+            self.set_phase(RUNNING)
+
+    def set_phase(self, phase: str) -> None:
+        """The driver entered `phase` (one of PHASES)."""
+        if phase not in PHASES:
+            msg = f"phase {phase!r} is not one of {', '.join(PHASES)}"
+            raise ValueError(msg)
+        with self._lock:
+            if phase != self._phase:
+                self._phase, self._phase_since = phase, self._clock()
+            if phase == RECOVERING:
+                self._replayed_in_recovery = 0
 
     def heartbeat(self) -> None:
         """The scheduler is alive; call it at least once per batch interval."""
@@ -173,6 +197,20 @@ class StatusBoard:
     def ready(self) -> bool:
         with self._lock:
             return self._ready
+
+    def started(self) -> tuple[bool, str]:
+        """(started, progress): started once the first batch after recovery completed, or while
+        a warm standby waits (it has nothing to recover until elected). Kubernetes' startup probe
+        holds liveness off until then, so a long recovery is never taken for a wedged driver."""
+        with self._lock:
+            phase, replayed = self._phase, self._replayed_in_recovery
+            seconds = self._clock() - self._phase_since
+        progress = f"{phase} for {seconds:.0f}s"
+        if phase == RECOVERING:
+            progress += f", {replayed} batches replayed so far"
+        elif phase == STARTING:
+            progress += " (Spark and the start-up checks)"
+        return phase in (STANDBY, RUNNING), progress
 
     def healthy(self) -> tuple[bool, str]:
         """(alive, why): alive while the scheduler's heartbeat (pushed or pulled) is recent."""
@@ -188,6 +226,7 @@ class StatusBoard:
         """JSON-able: app, epoch, readiness, health, totals and recent batches, oldest first."""
         age = self._heartbeat_age()
         healthy = age <= self._wedged_after_s
+        started, progress = self.started()
         with self._lock:
             batches = [self._batches[t].to_json() for t in sorted(self._batches)]
             return {
@@ -195,6 +234,9 @@ class StatusBoard:
                 "epoch": self._epoch,
                 "ready": self._ready,
                 "healthy": healthy,
+                "phase": self._phase,
+                "started": started,
+                "start_progress": progress,
                 "heartbeat_age_s": round(age, 3),
                 "batch_interval_ms": self._batch_interval_ms,
                 "totals": dict(self._totals),

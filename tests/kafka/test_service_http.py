@@ -23,7 +23,7 @@ import urllib.request
 import uuid
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +62,8 @@ class Run:
     journal_path: Path
     out_path: Path
     env: dict[str, str]
+    startupz: list[tuple[int, bytes]] = field(default_factory=list)
+    """/startupz's replies while the service started, each asked just before /readyz."""
 
 
 # --- helpers ---------------------------------------------------------------------------------
@@ -203,8 +205,12 @@ def run(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
     with service:
         service.start()
         codes: list[int] = []
+        startupz: list[tuple[int, bytes]] = []
 
         def ready() -> bool:
+            started = http_get(service.port, "/startupz")
+            if started is not None:
+                startupz.append(started)
             reply = http_get(service.port, "/readyz")
             if reply is not None:
                 codes.append(reply[0])
@@ -223,6 +229,7 @@ def run(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
             workdir / "state" / "journal",
             workdir / "out",
             env,
+            startupz,
         )
         wait_until(
             lambda: caught_up(metric_samples(run), produced),
@@ -245,12 +252,22 @@ def test_readyz_is_503_before_the_first_batch_and_200_after_it(run: Run) -> None
     assert http_get(run.service.port, "/readyz") == (200, b"ready\n")
 
 
+def test_startupz_waits_for_the_first_batch_after_recovery(run: Run) -> None:
+    """Kubernetes' startup probe: 503 through Spark's start and recovery, 200 once running."""
+    before = run.startupz[:-1]  # each asked before a /readyz that was still 503
+    assert before and {status for status, _ in before} == {503}, run.startupz
+    assert all(body.startswith(b"starting: ") for _, body in before)
+    status, body = http_get(run.service.port, "/startupz") or (0, b"")
+    assert status == 200 and body.startswith(b"started: running for "), body
+
+
 def test_healthz_is_200_while_batches_run(run: Run) -> None:
     reply = http_get(run.service.port, "/healthz")
     assert reply is not None
     status, body = reply
     assert status == 200
     assert body.startswith(b"ok: scheduler heartbeat")
+    assert b"; running for " in body  # the phase, for a person reading the probe
 
 
 # --- /metrics --------------------------------------------------------------------------------

@@ -123,6 +123,11 @@ def test_standby_takes_over_after_sigkill_exactly(
         # While the active driver lives, the standby takes no epoch and runs no batch.
         assert journal_epochs(kafka_bootstrap, app_id) == [1]
         assert (standby.status() or {}).get("epoch") is None
+        # A waiting standby has started (Kubernetes' startup probe passes) but is not ready.
+        waiting = standby.status() or {}
+        assert (waiting.get("phase"), waiting.get("started"), waiting.get("ready")) == (
+            "standby", True, False,
+        )  # fmt: skip
         assert standby.completed_batches() == 0
         assert active.completed_batches() >= 1
         assert active.kill() == -signal.SIGKILL
@@ -134,6 +139,7 @@ def test_standby_takes_over_after_sigkill_exactly(
             WAIT_S,
             "the standby to take over and read everything",
         )
+        assert (standby.status() or {}).get("phase") == "running"
         assert standby.terminate() == 0, standby.log_tail()
     assert_exact(kafka_bootstrap, app_id, tmp_path / "out", lines)
 

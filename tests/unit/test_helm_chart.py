@@ -274,9 +274,11 @@ def test_probes_hit_healthz_and_readyz_on_the_http_port(defaults: list[dict[str,
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
     startup = container["startupProbe"]
-    assert startup["httpGet"]["path"] == "/healthz"
-    # Spark's start plus recovery: at least ten minutes before liveness takes over.
-    assert startup["periodSeconds"] * startup["failureThreshold"] >= 600
+    # Not /healthz, which is 200 as soon as the server is up: liveness would then apply during
+    # recovery. /startupz turns 200 with the first batch after recovery (service/observe/http.py).
+    assert startup["httpGet"] == {"path": "/startupz", "port": "http"}
+    # Spark's start plus recovery: at least thirty minutes before liveness takes over.
+    assert startup["periodSeconds"] * startup["failureThreshold"] >= 1800
     assert container["ports"] == [{"name": "http", "containerPort": 8080, "protocol": "TCP"}]
 
 
@@ -571,6 +573,13 @@ def test_prometheus_rules_use_the_service_metric_names(full: list[dict[str, Any]
         "DStreamsSchedulingDelayGrowing",
         "DStreamsNoBatchCompleted",
         "DStreamsConsumerLagHigh",
+        "DStreamsOffsetsLost",
+        "DStreamsDeadLetters",
+        "DStreamsDecodeErrors",
+        "DStreamsTopicUnderReplicated",
+        "DStreamsCheckpointOld",
+        "DStreamsBatchesBehind",
+        "DStreamsRecoveryLoop",
     }
     assert 'outcome="failed"' in rules["DStreamsBatchesFailing"]["expr"]
     assert "failed" in BATCH_OUTCOMES
@@ -633,67 +642,7 @@ def test_every_dashboard_query_names_a_metric_the_service_exports(
                 assert name in exported, f"{panel['title']!r} uses {name}, which dstreams lacks"
 
 
-def _minutes(values: Callable[[int], float], count: int) -> str:
-    return " ".join(f"{values(minute):g}" for minute in range(count))
-
-
-def _rule_test(series: dict[str, str], alert: str, labels: dict[str, str] | None) -> dict[str, Any]:
-    """One promtool test case: these series, then `alert` fires with `labels` at 40m, or not."""
-    expected = [{"exp_labels": labels}] if labels is not None else []
-    return {
-        "interval": "1m",
-        "input_series": [{"series": name, "values": values} for name, values in series.items()],
-        "alert_rule_test": [{"eval_time": "40m", "alertname": alert, "exp_alerts": expected}],
-    }
-
-
-def test_alerts_fire_when_they_should_and_only_then(
-    full: list[dict[str, Any]], tmp_path: Path
-) -> None:
-    """The rules' PromQL, run by Prometheus' own rule tester against made-up series."""
-    promtool = shutil.which("promtool")
-    if promtool is None:
-        pytest.skip("promtool not found; `make sysdeps` installs Debian's prometheus package")
-    groups = _one(full, "PrometheusRule")["spec"]["groups"]
-    for group in groups:
-        for rule in group["rules"]:
-            rule.pop("annotations")  # their wording is not under test; exact matching would be
-    (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": groups}))
-    where = f'namespace="{NAMESPACE}",pod="p"'
-    pod = {"namespace": NAMESPACE, "pod": "p"}
-    warning, critical = {**pod, "severity": "warning"}, {**pod, "severity": "critical"}
-    # One batch a second; its start delay in seconds at each minute. Sum and count are cumulative.
-    growing, shrinking = (lambda m: 40.0 + m), (lambda m: 120.0 - 2 * m)
-
-    def delay(seconds_at: Callable[[int], float]) -> dict[str, str]:
-        name = "dstreams_batch_scheduling_delay_seconds"
-        total = lambda m: sum(60 * seconds_at(i) for i in range(m))  # noqa: E731
-        return {
-            f"{name}_sum{{{where}}}": _minutes(total, 45),
-            f"{name}_count{{{where}}}": _minutes(lambda m: 60 * m, 45),
-        }
-
-    failed = f'dstreams_batches_total{{outcome="failed",{where}}}'
-    done = f"dstreams_last_completed_batch_timestamp_seconds{{{where}}}"
-    lag = f'dstreams_consumer_lag_records{{topic="lines",partition="0",{where}}}'
-    cases = [
-        _rule_test({failed: "0x35 1 1 1 1 1"}, "DStreamsBatchesFailing", warning),
-        _rule_test({failed: "0x45"}, "DStreamsBatchesFailing", None),
-        _rule_test(delay(growing), "DStreamsSchedulingDelayGrowing", warning),
-        _rule_test(delay(shrinking), "DStreamsSchedulingDelayGrowing", None),
-        # promtool's clock starts at 0: a completion at 60 s is 39 minutes old at 40m.
-        _rule_test({done: "60x45"}, "DStreamsNoBatchCompleted", critical),
-        _rule_test({done: "0x45"}, "DStreamsNoBatchCompleted", None),  # never completed yet
-        _rule_test({done: "60+60x45"}, "DStreamsNoBatchCompleted", None),
-        _rule_test({lag: "2000000x45"}, "DStreamsConsumerLagHigh", {**warning, "topic": "lines"}),
-        _rule_test({lag: "1000x45"}, "DStreamsConsumerLagHigh", None),
-    ]
-    tests = tmp_path / "tests.yaml"
-    tests.write_text(yaml.safe_dump({"rule_files": ["rules.yaml"], "tests": cases}))
-    result = _run(promtool, "check", "rules", str(tmp_path / "rules.yaml"))
-    assert result.returncode == 0, result.stdout + result.stderr
-    result = _run(promtool, "test", "rules", str(tests))
-    assert result.returncode == 0, result.stdout + result.stderr
+# The alerts' promtool tests are in test_helm_alerts.py.
 
 
 # --- schemas --------------------------------------------------------------------------------
@@ -701,6 +650,11 @@ def test_alerts_fire_when_they_should_and_only_then(
 
 @pytest.fixture(scope="module")
 def kubeconform() -> Iterator[list[str]]:
+    yield kubeconform_command()
+
+
+def kubeconform_command() -> list[str]:
+    """kubeconform with the offline schemas, as a command line; skips the test without them."""
     binary = _tool("kubeconform")
     schemas = TOOLS / "k8s-schemas" / f"v{KUBE_VERSION}-standalone-strict"
     if binary is None or not schemas.is_dir():
@@ -713,7 +667,7 @@ def kubeconform() -> Iterator[list[str]]:
         "/{{ .ResourceKind }}{{ .KindSuffix }}.json"
     )
     # The Prometheus Operator's kinds have no schema offline; the tests above check them.
-    yield [
+    return [
         binary, "-strict", "-summary", "-output", "json",
         "-kubernetes-version", KUBE_VERSION, "-schema-location", location,
         "-skip", "ServiceMonitor,PrometheusRule",

@@ -130,6 +130,22 @@ def test_healthz_turns_503_when_the_scheduler_is_wedged(running: Running) -> Non
     assert get(running.base + "/healthz")[0] == 200
 
 
+def test_startupz_waits_for_the_first_batch_after_recovery(running: Running) -> None:
+    status, _, body = get(running.base + "/startupz")
+    assert status == 503 and body.startswith("starting: starting for")
+    running.board.set_phase("recovering")
+    running.clock.now += 600  # a long recovery: /healthz says so in its body
+    running.board.batch_finished(1_000, 0, {}, 0.1, "replayed")
+    status, _, body = get(running.base + "/startupz")
+    assert (status, body) == (503, "starting: recovering for 600s, 1 batches replayed so far\n")
+    running.board.heartbeat()
+    status, _, body = get(running.base + "/healthz")
+    assert status == 200 and body.endswith("; recovering for 600s, 1 batches replayed so far\n")
+    running.board.set_ready(True)
+    status, _, body = get(running.base + "/startupz")
+    assert (status, body) == (200, "started: running for 0s\n")
+
+
 def test_status_is_the_board_snapshot(running: Running) -> None:
     run_one_batch(running)
     status, headers, body = get(running.base + "/status?ignored=1")
@@ -175,7 +191,7 @@ def test_no_secret_reaches_any_endpoint(tmp_path: Path) -> None:
         for name in settings.sinks:
             board.batch_finished(1_700_000_001_000, 1, {name: 1}, 0.1, "completed")
             metrics.add_output_records(name, 1)
-        for path in ("/", "/status", "/metrics", "/healthz", "/readyz"):
+        for path in ("/", "/status", "/metrics", "/healthz", "/readyz", "/startupz"):
             assert CANARY not in get(base + path)[2]
     finally:
         server.stop()

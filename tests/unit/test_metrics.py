@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from service import __version__
+from service.config.settings import load_settings
+from service.driver.engine import checkpoint_interval_batches
 from service.observe.metrics import Metrics
+from service.observe.observer import Observer
+from service.observe.status import StatusBoard
 
 EXPECTED = {
     # family name (as the parser reports it) -> type
@@ -44,6 +51,9 @@ EXPECTED = {
     "dstreams_event_late_records": "counter",
     "dstreams_state_bytes": "gauge",
     "dstreams_recovery_recomputed_batches": "counter",
+    "dstreams_batch_interval_seconds": "gauge",
+    "dstreams_app_info": "gauge",
+    "dstreams_checkpoint_interval_seconds": "gauge",
 }
 
 
@@ -70,6 +80,8 @@ def exercise(metrics: Metrics) -> None:
     metrics.batch_step("spark_job", 0.2)
     metrics.batch_step("plan", 0.002)
     metrics.end_to_end_latency("counts", 1.4)
+    metrics.set_application("wordcount", 2000)
+    metrics.state.set_checkpoint_interval(10.0)
 
 
 def samples(metrics: Metrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -126,6 +138,39 @@ def test_values_follow_the_calls() -> None:
     assert got[("dstreams_state_keys", (("stream", "s3"),))] == 12
     assert got[("dstreams_state_bytes", (("stream", "s3"),))] == 90
     assert got[("dstreams_recovery_recomputed_batches_total", ())] == 3
+    assert got[("dstreams_app_info", (("app", "wordcount"),))] == 1
+    assert got[("dstreams_batch_interval_seconds", ())] == 2.0
+    assert got[("dstreams_checkpoint_interval_seconds", ())] == 10.0
+
+
+def test_the_observer_names_the_application_and_its_pace() -> None:
+    metrics = Metrics(process_metrics=False)
+    Observer("orders", 500, metrics, StatusBoard("orders", 500), None, None)
+    got = samples(metrics)
+    assert got[("dstreams_app_info", (("app", "orders"),))] == 1
+    assert got[("dstreams_batch_interval_seconds", ())] == 0.5
+    # A stateless graph never checkpoints: its interval stays 0, which the age alert ignores.
+    assert got[("dstreams_checkpoint_interval_seconds", ())] == 0
+
+
+@pytest.mark.parametrize(
+    ("configured", "interval_ms", "expected"),
+    [(None, 1000, 10), (None, 250, 40), (None, 60_000, 1), (3, 1000, 3)],
+)
+def test_checkpoint_interval_is_as_configured_or_about_ten_seconds(
+    tmp_path: Path, configured: int | None, interval_ms: int, expected: int
+) -> None:
+    config: dict[str, object] = {
+        "app_id": "wc",
+        "job": "examples.wordcount:build",
+        "batch_interval_ms": interval_ms,
+        "kafka": {"bootstrap_servers": "kafka:9092"},
+    }
+    if configured is not None:
+        config["checkpoint"] = {"interval_batches": configured}
+    (tmp_path / "config.yaml").write_text(json.dumps(config))
+    settings = load_settings(tmp_path / "config.yaml", {})
+    assert checkpoint_interval_batches(settings) == expected
 
 
 def test_outcomes_are_bounded_and_exposed_from_the_start() -> None:

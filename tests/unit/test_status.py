@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import threading
 
+import pytest
+
 from connectors.offsets import OffsetRange
-from service.observe.status import StatusBoard
+from service.observe.status import RECOVERING, STANDBY, StatusBoard
 
 
 class FakeClock:
@@ -89,6 +91,42 @@ def test_heartbeat_decides_health() -> None:
     clock.now += 31
     board.heartbeat_source = lambda: clock.now - 1  # the scheduler's own last tick
     assert board.healthy()[0] and board.snapshot()["heartbeat_age_s"] == 1.0
+
+
+def test_start_lasts_through_recovery_until_the_first_batch_after_it() -> None:
+    clock = FakeClock()
+    board = StatusBoard("wc", 1000, clock=clock)
+    started, progress = board.started()
+    assert not started and progress.startswith("starting for 0s")
+    clock.now += 5
+    board.set_phase(RECOVERING)
+    clock.now += 700  # far beyond the heartbeat's limit: recovering is not being wedged
+    board.batch_finished(1_000, 3, {}, 0.1, "replayed")
+    board.batch_finished(2_000, 3, {}, 0.1, "replayed")
+    started, progress = board.started()
+    assert not started
+    assert progress == "recovering for 700s, 2 batches replayed so far"
+    assert board.snapshot()["phase"] == RECOVERING
+    board.batch_finished(3_000, 3, {}, 0.1, "completed")
+    assert not board.started()[0]  # only readiness (the first batch after recovery) ends it
+    board.set_ready(True)
+    started, progress = board.started()
+    assert started and progress == "running for 0s"
+    assert board.snapshot()["started"] is True
+
+
+def test_a_waiting_standby_has_started_and_recovers_again_when_elected() -> None:
+    clock = FakeClock()
+    board = StatusBoard("wc", 1000, clock=clock)
+    board.set_phase(STANDBY)
+    assert board.started() == (True, "standby for 0s")
+    board.set_phase(RECOVERING)
+    assert board.started() == (False, "recovering for 0s, 0 batches replayed so far")
+
+
+def test_an_unknown_phase_is_refused() -> None:
+    with pytest.raises(ValueError, match="not one of starting, standby"):
+        StatusBoard("wc", 1000).set_phase("booting")
 
 
 def test_concurrent_updates_are_safe() -> None:

@@ -55,7 +55,9 @@ The HTTP port dstreams listens on, taken from the config so the two cannot disag
 */}}
 {{- define "dstreams.httpPort" -}}
 {{- $http := default dict .Values.config.http }}
-{{- $port := default 8080 $http.port | int }}
+{{- /* Not `default`: it would take a 0 for "not set" and point the probes at 8080. */}}
+{{- $port := 8080 }}
+{{- if hasKey $http "port" }}{{ $port = int $http.port }}{{ end }}
 {{- if eq $port 0 }}
 {{- fail "config.http.port is 0 (a random port); the probes and the Service need a fixed port" }}
 {{- end }}
@@ -70,6 +72,7 @@ Called from the ConfigMap and the Deployment so `helm template` fails before any
 {{- include "dstreams.validateStandby" . }}
 {{- include "dstreams.validateSparkMode" . }}
 {{- include "dstreams.validateExtras" . }}
+{{- include "dstreams.validateIngest" . }}
 {{- $config := .Values.config }}
 {{- $kafka := default dict $config.kafka }}
 {{- range $key := list "sasl_password" "ssl_key_password" "secret_properties" }}
@@ -403,6 +406,129 @@ What kubernetes mode needs of the values: storage every pod can mount, the chart
 {{- $persistence := .Values.persistence }}
 {{- if and $persistence.enabled (not $persistence.existingClaim) (not (has "ReadWriteMany" $persistence.accessModes)) }}
 {{- fail "standby.enabled with persistence: both driver pods mount the volume (checkpoints), so set persistence.accessModes to [ReadWriteMany], use an existingClaim that is, or disable persistence" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+The application's environment, shared by the driver, the standby, the pre-upgrade check and the
+ingest endpoint: DSTREAMS_* overrides (env) and credentials by Secret reference (secrets). A
+list of EnvVar objects for a container's `env:`; extraEnv follows it there, last.
+*/}}
+{{- define "dstreams.appEnv" -}}
+{{- range $name, $value := .Values.env }}
+- name: {{ $name }}
+  value: {{ include "dstreams.envValue" $value | quote }}
+{{- end }}
+{{- $default := .Values.secrets.secretName }}
+{{- with .Values.secrets.kafkaSaslPassword }}
+{{- if .enabled }}
+{{ include "dstreams.secretEnv" (list "DSTREAMS_KAFKA__SASL_PASSWORD" . $default "secrets.kafkaSaslPassword") | trim }}
+{{- end }}
+{{- end }}
+{{- range $sink, $ref := .Values.secrets.sinkDsns }}
+{{- $name := printf "DSTREAMS_SINKS__%s__DSN" (upper $sink) }}
+{{ include "dstreams.secretEnv" (list $name $ref $default (printf "secrets.sinkDsns.%s" $sink)) | trim }}
+{{- end }}
+{{- range $name, $ref := .Values.secrets.extra }}
+{{ include "dstreams.secretEnv" (list $name $ref $default (printf "secrets.extra.%s" $name)) | trim }}
+{{- end }}
+{{- end }}
+
+{{/*
+The driver's volumes (the config, the state volume, scratch, extraVolumes) and where its
+container mounts them; the pre-upgrade check mounts the same. Arguments: the root context and
+the name of the ConfigMap holding config.yaml.
+*/}}
+{{- define "dstreams.driverVolumes" -}}
+{{- $configMap := index . 1 }}
+{{- with index . 0 -}}
+- name: config
+  configMap:
+    name: {{ $configMap }}
+- name: state
+  {{- if .Values.persistence.enabled }}
+  persistentVolumeClaim:
+    claimName: {{ include "dstreams.claimName" . }}
+  {{- else }}
+  # No persistence: the journal dies with the pod. Only sound with journal.type kafka.
+  emptyDir: {}
+  {{- end }}
+{{ include "dstreams.scratchVolume" . }}
+{{- with .Values.extraVolumes }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "dstreams.scratchVolume" -}}
+- name: scratch
+  {{- $scratch := dict }}
+  {{- with .Values.scratch.medium }}{{ $_ := set $scratch "medium" . }}{{ end }}
+  {{- with .Values.scratch.sizeLimit }}{{ $_ := set $scratch "sizeLimit" . }}{{ end }}
+  emptyDir: {{ toJson $scratch }}
+{{- end }}
+
+{{- define "dstreams.driverVolumeMounts" -}}
+- name: config
+  mountPath: /etc/dstreams
+  readOnly: true
+- name: state
+  mountPath: /var/lib/dstreams
+- name: scratch
+  mountPath: /tmp
+{{- with .Values.extraVolumeMounts }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/*
+The ingest endpoint's names and labels: never the driver's selector labels, or the driver's
+Service would send traffic to it (and its Service to the driver).
+*/}}
+{{- define "dstreams.ingestName" -}}
+{{- printf "%s-ingest" (include "dstreams.fullname" . | trunc 56 | trimSuffix "-") }}
+{{- end }}
+
+{{- define "dstreams.ingestSelectorLabels" -}}
+app.kubernetes.io/name: {{ printf "%s-ingest" (include "dstreams.name" . | trunc 56) }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "dstreams.ingestLabels" -}}
+helm.sh/chart: {{ include "dstreams.chart" . }}
+{{ include "dstreams.ingestSelectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/component: ingest
+{{- end }}
+
+{{/*
+The port `dstreams ingest` listens on (config.ingest.port), so the two cannot disagree.
+*/}}
+{{- define "dstreams.ingestPort" -}}
+{{- $ingest := default dict .Values.config.ingest }}
+{{- /* Not `default`: it would take a 0 for "not set". */}}
+{{- $port := 8081 }}
+{{- if hasKey $ingest "port" }}{{ $port = int $ingest.port }}{{ end }}
+{{- if eq $port 0 }}
+{{- fail "config.ingest.port is 0 (a random port); the ingest probes and Service need a fixed port" }}
+{{- end }}
+{{- $port }}
+{{- end }}
+
+{{- define "dstreams.validateIngest" -}}
+{{- with .Values.ingest }}
+{{- if .enabled }}
+{{- if gt (int .replicas) 1 }}
+{{- fail "ingest.replicas: every ingest endpoint of an application shares one Kafka transactional id and one idempotency-key table, so a second replica would fence the first and each restart would fence the other; keep 1" }}
+{{- end }}
+{{- if and .tls.enabled (not .tls.secretName) }}
+{{- fail "ingest.tls.enabled: name the Secret holding the certificate and key in ingest.tls.secretName" }}
+{{- end }}
+{{- if and .tokens.enabled (not .tokens.secretName) }}
+{{- fail "ingest.tokens.enabled: name the Secret holding the clients' tokens in ingest.tokens.secretName" }}
+{{- end }}
 {{- end }}
 {{- end }}
 {{- end }}
