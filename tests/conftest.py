@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from service.testing import unpersist_all
 from service.testing.pytest_plugin import KAFKA_BACKEND
 
 # Pinned before any SparkContext exists so that hash partitioning is identical on every run.
@@ -27,8 +28,7 @@ os.environ.setdefault("PYTHONHASHSEED", "0")
 def sc(spark_context: Any) -> Iterator[Any]:
     """The session SparkContext with fresh state: cached RDDs are unpersisted after the test."""
     yield spark_context
-    for rdd in list(spark_context._jsc.getPersistentRDDs().values()):
-        rdd.unpersist()
+    unpersist_all(spark_context)
 
 
 # --- Tiers -----------------------------------------------------------------------------------

@@ -53,6 +53,13 @@ def run_contexts(
         lifecycle.run_new(first_batch_ms + index * ctx.batch_interval_ms)
 
 
+def unpersist_all(sc: Any) -> None:
+    """Releases every RDD cached in `sc` (windows and state cache theirs), so that one test's
+    RDDs do not stay in the session's Spark for the next."""
+    for rdd in list(sc._jsc.getPersistentRDDs().values()):  # noqa: SLF001 - py4j's view of them
+        rdd.unpersist()
+
+
 def run_two_streams(
     sc: Any,
     left: list[list[Any]],

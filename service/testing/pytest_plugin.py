@@ -64,17 +64,19 @@ def spark_context(pytestconfig: pytest.Config) -> Iterator[Any]:
 
 
 @pytest.fixture
-def job_runner(spark_context: Any) -> Callable[..., JobRun]:
+def job_runner(spark_context: Any) -> Iterator[Callable[..., JobRun]]:
     """`job_runner(job, {source: [[batch 1 values], [batch 2 values], ...]}, **options)`:
     `service.testing.jobs.run_job` on the session's Spark; `job` is a `build(ctx)` function or
     `"module:function"`. Options: batches, batch_interval_ms, first_batch_ms,
-    default_partitions, sort."""
+    default_partitions, sort. The RDDs the runs cached are released after the test."""
+    from service.testing import unpersist_all
     from service.testing.jobs import run_job
 
     def run(job: Any, inputs: Mapping[str, Any], **options: Any) -> JobRun:
         return run_job(spark_context, job, inputs, **options)
 
-    return run
+    yield run
+    unpersist_all(spark_context)
 
 
 # --- Kafka (service/dev/brokers.py) -----------------------------------------------------------
