@@ -71,3 +71,21 @@ def test_refuses_a_name_that_cannot_be_a_module(tmp_path: Path) -> None:
     assert result.exit_code == EXIT_BAD_NAME
     assert "is not a project name" in result.output
     assert not (tmp_path / "2fast").exists()
+
+
+def test_the_derived_image_puts_the_job_where_the_image_and_chart_look(tmp_path: Path) -> None:
+    """The Dockerfile it writes copies the job to /app and the config to the path the chart
+    mounts: both must still be where the dstreams image and the chart have them."""
+    root = Path(__file__).resolve().parents[2]
+    image = (root / "Dockerfile").read_text()
+    deployment = (root / "helm/dstreams/templates/deployment.yaml").read_text()
+    assert "WORKDIR /app" in image and "PYTHONPATH=/app" in image
+    assert 'CMD ["run", "--config", "/etc/dstreams/config.yaml"]' in image
+    assert 'args: ["run", "--config", "/etc/dstreams/config.yaml"' in deployment
+    assert "mountPath: /etc/dstreams\n" in deployment
+
+    CliRunner().invoke(init, [str(tmp_path / "clicks")])
+
+    derived = (tmp_path / "clicks" / "Dockerfile").read_text()
+    assert "COPY clicks_job.py /app/\n" in derived
+    assert "COPY job.yaml /etc/dstreams/config.yaml\n" in derived
