@@ -25,13 +25,15 @@ import time
 from pathlib import Path
 
 FAULTS = ["tests/chaos"]
-REST = ["tests", "service", "connectors", "sinks", "--ignore=tests/chaos"]
+# The examples' tests, not the examples: those are jobs, with no docstring examples to run.
+EXAMPLE_TESTS = sorted(str(path) for path in Path("examples").glob("test_*.py"))
+REST = ["tests", "service", "connectors", "sinks", *EXAMPLE_TESTS, "--ignore=tests/chaos"]
 COMMON = ["--ignore=tests/containers"]
 
 
 def streams() -> dict[str, list[str]]:
     if os.environ.get("DSTREAMS_TEST_STREAMS") == "1":
-        return {"all tiers": ["tests", "service", "connectors", "sinks"]}
+        return {"all tiers": ["tests", "service", "connectors", "sinks", *EXAMPLE_TESTS]}
     return {"fault tier": FAULTS, "other tiers": REST}
 
 

@@ -1,52 +1,42 @@
 """Fixtures shared by every tier. Each real component is started once per session and stopped
-by PID; tests get unique topic, group and table names."""
+by PID; tests get unique topic, group and table names.
+
+Spark, the session's Kafka, PostgreSQL, Docker, `unique_name` and the job fixtures come from the
+package's pytest plugin (service/testing/pytest_plugin.py, loaded by `-p` in pyproject's
+addopts); what is here is this repository's own: tiers, brokers tests kill, a secured broker."""
 
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from service.testing import unpersist_all
+from service.testing.pytest_plugin import KAFKA_BACKEND
+
 # Pinned before any SparkContext exists so that hash partitioning is identical on every run.
 os.environ.setdefault("PYTHONHASHSEED", "0")
 
 
-@pytest.fixture
-def unique_name(request: pytest.FixtureRequest) -> str:
-    """A short name unique to this test, usable as a topic, group or table name."""
-    base = "".join(ch if ch.isalnum() else "_" for ch in request.node.name)[:40]
-    return f"{base}_{uuid.uuid4().hex[:8]}".lower()
-
-
 # --- Spark -----------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def spark_context() -> Iterator[Any]:
-    """One local SparkContext for the whole session (local[2], UI off, fixed hash seed)."""
-    from service.driver.spark import create_spark_context
-
-    sc = create_spark_context(app_name="dstreams-tests", master="local[2]")
-    yield sc
-    sc.stop()
 
 
 @pytest.fixture
 def sc(spark_context: Any) -> Iterator[Any]:
     """The session SparkContext with fresh state: cached RDDs are unpersisted after the test."""
     yield spark_context
-    for rdd in list(spark_context._jsc.getPersistentRDDs().values()):
-        rdd.unpersist()
+    unpersist_all(spark_context)
 
 
 # --- Tiers -----------------------------------------------------------------------------------
 
 TIERS = ("unit", "spark", "kafka", "postgres", "cluster", "chaos", "containers")
 _TESTS_DIR = Path(__file__).resolve().parent
+# The examples' tests show users the plugin's fast path: each runs a job on the session's Spark.
+_EXAMPLES_DIR = _TESTS_DIR.parent / "examples"
 _TIER_OF_FOLDER = {tier: tier for tier in TIERS}
 # Contract suites run every backend through the same tests, so each case carries its own tier
 # mark (`pytest.param(..., marks=pytest.mark.kafka)`) instead of taking its folder's.
@@ -54,8 +44,10 @@ _CASE_MARKED_FOLDERS = frozenset({"contracts"})
 
 
 def _tier_of(item: pytest.Item) -> str | None:
-    """The tier an item runs in: its folder's, `unit` for the packages' doctests, or (in a
-    contract suite) the one tier its case is marked with."""
+    """The tier an item runs in: its folder's, `unit` for the packages' doctests, `spark` for
+    the examples' tests, or (in a contract suite) the one tier its case is marked with."""
+    if _EXAMPLES_DIR in item.path.parents:
+        return "spark"
     if _TESTS_DIR not in item.path.parents:
         return "unit"  # a docstring example of the packages (--doctest-modules): pure by rule
     folder = item.path.parent.name
@@ -87,12 +79,11 @@ class _TierClock:
         """One line of time per tier: the chaos tier's budget is watched from CI's output."""
         if self.seconds:
             spent = ", ".join(f"{tier} {seconds:.0f}s" for tier, seconds in self.seconds.items())
-            backend = f" (Kafka backend: {_KAFKA_BACKEND[0]})" if _KAFKA_BACKEND else ""
+            used = terminalreporter.config.stash.get(KAFKA_BACKEND, None)
+            backend = f" (Kafka backend: {used})" if used else ""
             terminalreporter.write_line(f"time per tier: {spent}{backend}")
 
 
-# The Kafka backend the session's `kafka_bootstrap` ran on, for the summary line.
-_KAFKA_BACKEND: list[str] = []
 _CLOCK = _TierClock()
 
 
@@ -113,26 +104,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 # --- Kafka (see service/dev/kafka_cluster.py) -------------------------------------------------
 
 
-@pytest.fixture(scope="session")
-def kafka_bootstrap(request: pytest.FixtureRequest) -> Iterator[str]:
-    """Bootstrap servers of a 1-broker Kafka for the session: external, Testcontainers or local.
-
-    On Testcontainers it is the session's one broker container (`kafka_on_docker`), which the
-    container tier's tests also reach from their own containers.
-    """
-    from service.dev.brokers import announce, kafka_backend, kafka_endpoint
-
-    backend = kafka_backend(brokers=1)
-    _KAFKA_BACKEND[:] = [backend]
-    if backend == "testcontainers":
-        kafka = request.getfixturevalue("kafka_on_docker")
-        announce(f"Testcontainers {kafka.image} (KRaft) at {kafka.bootstrap}")
-        yield kafka.bootstrap
-        return
-    with kafka_endpoint(brokers=1) as bootstrap:
-        yield bootstrap
-
-
 @pytest.fixture(scope="module")
 def kafka_cluster3() -> Iterator[Any]:
     """A started local 3-broker `LocalKafkaCluster` (RF=3, min ISR 2). Always local: tests kill
@@ -150,41 +121,6 @@ def make_topic() -> Any:
     from service.dev.brokers import create_topic
 
     return create_topic
-
-
-# --- Docker (see service/dev/docker_engine.py and service/dev/images.py) ----------------------
-
-
-@pytest.fixture(scope="session")
-def docker_engine() -> Iterator[Any]:
-    """A Docker engine for the session (`DockerEngine`): the one that answers, else a private one
-    started here and stopped at the end. DOCKER_HOST names it while the session runs."""
-    from service.dev.docker_engine import docker_engine as engine_for_session
-    from service.dev.docker_engine import engine_environment
-
-    with engine_for_session() as engine, engine_environment(engine):
-        yield engine
-
-
-@pytest.fixture(scope="session")
-def kafka_on_docker(docker_engine: Any) -> Iterator[Any]:
-    """The session's one Testcontainers broker on the local Kafka image (`KafkaOnDocker`)."""
-    from service.dev.kafka_container import kafka_on_docker as start_kafka
-
-    with start_kafka(docker_engine) as kafka:
-        yield kafka
-
-
-# --- PostgreSQL (see service/dev/postgres_server.py) ------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def postgres_dsn() -> Iterator[str]:
-    """A PostgreSQL server for the session: `POSTGRES_DSN` if set, else a throwaway local one."""
-    from service.dev.postgres_server import postgres_endpoint
-
-    with postgres_endpoint() as dsn:
-        yield dsn
 
 
 # --- A secured Kafka (see service/dev/kafka_security.py) ---------------------------------------

@@ -10,12 +10,14 @@ unpickle the job's functions by reference, are started by the JVM with this envi
 
 from __future__ import annotations
 
-import os
-import sys
-from collections.abc import MutableMapping
 from pathlib import Path
 
 import click
+
+# The path handling itself lives below the CLI, where the test helpers' Spark can use it too.
+from service.driver.job_code import use_app_dir
+
+__all__ = ["app_dir_option", "use_app_dir"]
 
 app_dir_option = click.option(
     "--app-dir",
@@ -27,29 +29,3 @@ app_dir_option = click.option(
     help="Directory to import the job's module from, ahead of installed packages (env: "
     "DSTREAMS_APP_DIR). Default: the working directory, as `python -m` does.",
 )
-
-
-def use_app_dir(
-    directory: Path,
-    path: list[str] | None = None,
-    environ: MutableMapping[str, str] | None = None,
-) -> str:
-    """Puts `directory` first on `path` (`sys.path`) and on `PYTHONPATH` in `environ`
-    (`os.environ`), unless it is there already; returns it as an absolute path.
-
-    >>> env = {"PYTHONPATH": "/opt/lib"}
-    >>> search = ["/usr/lib/python3.11"]
-    >>> use_app_dir(Path("/srv/jobs"), search, env)
-    '/srv/jobs'
-    >>> search, env["PYTHONPATH"]
-    (['/srv/jobs', '/usr/lib/python3.11'], '/srv/jobs:/opt/lib')
-    """
-    path = sys.path if path is None else path
-    environ = os.environ if environ is None else environ
-    folder = str(directory.resolve())
-    if folder not in path:
-        path.insert(0, folder)
-    entries = [entry for entry in environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
-    if folder not in entries:
-        environ["PYTHONPATH"] = os.pathsep.join([folder, *entries])
-    return folder

@@ -31,6 +31,7 @@ def cli() -> None:
       dstreams journal show --file state/journal
       dstreams dev kafka --brokers 3
       dstreams demo
+      dstreams init clicks
       dstreams --version
     """
 
@@ -140,6 +141,7 @@ def _register_groups() -> None:
     from service.cli.dev import dev
     from service.cli.executor import executor
     from service.cli.ingest import ingest
+    from service.cli.init import init
     from service.cli.journal import journal
 
     cli.add_command(config)
@@ -149,6 +151,7 @@ def _register_groups() -> None:
     cli.add_command(audit)
     cli.add_command(dev)
     cli.add_command(executor)
+    cli.add_command(init)
 
 
 def main() -> None:

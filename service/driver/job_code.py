@@ -17,7 +17,7 @@ import sys
 import sysconfig
 import threading
 import zipfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, MutableMapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -182,3 +182,33 @@ def prepare_executors(sc: Any, job: str, ship: ShipJob, workdir: Path, timeout_s
     if needs_shipping(code, ship, installed_locations()):
         sc.addPyFile(str(zip_job_code(code, workdir)))
     check_executors(sc, job.partition(":")[0], timeout_s)
+
+
+def use_app_dir(
+    directory: Path,
+    path: list[str] | None = None,
+    environ: MutableMapping[str, str] | None = None,
+) -> str:
+    """Puts `directory` first on `path` (`sys.path`) and on `PYTHONPATH` in `environ`
+    (`os.environ`), unless it is there already; returns it as an absolute path.
+
+    Commands that import the job (`--app-dir`) and the pytest plugin's Spark use it: in local
+    mode Spark's Python workers, which unpickle the job's functions by reference, are started by
+    the JVM with this environment.
+
+    >>> env = {"PYTHONPATH": "/opt/lib"}
+    >>> search = ["/usr/lib/python3.11"]
+    >>> use_app_dir(Path("/srv/jobs"), search, env)
+    '/srv/jobs'
+    >>> search, env["PYTHONPATH"]
+    (['/srv/jobs', '/usr/lib/python3.11'], '/srv/jobs:/opt/lib')
+    """
+    path = sys.path if path is None else path
+    environ = os.environ if environ is None else environ
+    folder = str(directory.resolve())
+    if folder not in path:
+        path.insert(0, folder)
+    entries = [entry for entry in environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
+    if folder not in entries:
+        environ["PYTHONPATH"] = os.pathsep.join([folder, *entries])
+    return folder

@@ -1,5 +1,8 @@
 """Test doubles shipped with the package: golden per-batch runs without Kafka or a journal.
 
+A whole job runs the same way with `service.testing.jobs.run_job`, and the pytest plugin
+(`service.testing.pytest_plugin`) gives tests the Spark, Kafka, PostgreSQL and service fixtures.
+
     >>> run_batches(sc, [["a b", "a"], [], ["b"]],
     ...             lambda s: s.flat_map(str.split).count_by_value())  # doctest: +SKIP
     [[('a', 2), ('b', 1)], [], [('b', 1)]]
@@ -39,12 +42,22 @@ def run_batches(
     return [sorted(batch, key=repr) for batch in batches] if sort else batches
 
 
-def run_contexts(ctx: StreamingContext, count: int) -> None:
-    """Runs `count` batches of an already built context, in order, with no journal."""
+def run_contexts(
+    ctx: StreamingContext, count: int, *, first_batch_ms: int = FIRST_BATCH_MS
+) -> None:
+    """Runs `count` batches of an already built context, in order, with no journal: the first
+    at `first_batch_ms`, each next one the context's batch interval later."""
     lifecycle = BatchLifecycle(ctx, journal=None)
     lifecycle.setup_outputs()
     for index in range(count):
-        lifecycle.run_new(FIRST_BATCH_MS + index * INTERVAL_MS)
+        lifecycle.run_new(first_batch_ms + index * ctx.batch_interval_ms)
+
+
+def unpersist_all(sc: Any) -> None:
+    """Releases every RDD cached in `sc` (windows and state cache theirs), so that one test's
+    RDDs do not stay in the session's Spark for the next."""
+    for rdd in list(sc._jsc.getPersistentRDDs().values()):  # noqa: SLF001 - py4j's view of them
+        rdd.unpersist()
 
 
 def run_two_streams(
