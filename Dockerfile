@@ -49,9 +49,12 @@ COPY sinks/ sinks/
 # the distribution for `dstreams dev` in a checkout, deleted here. Nothing the image runs imports
 # it (import contracts in pyproject.toml); `dstreams dev` says it is not installed. The path is
 # the venv's site-packages, not /src/service (the working directory), and rmtree fails the build
-# should the package ever not be there.
+# should the package ever not be there. Then the build tools go too (about 20 MB): nothing in
+# requirements.lock needs them at run time, and the pod's root filesystem is read-only, so pip
+# could install nothing there anyway. The venv then holds exactly requirements.lock and dstreams.
 RUN pip install --no-deps --no-build-isolation . \
-    && python -c 'import shutil, sysconfig; shutil.rmtree(sysconfig.get_path("purelib") + "/service/dev")'
+    && python -c 'import shutil, sysconfig; shutil.rmtree(sysconfig.get_path("purelib") + "/service/dev")' \
+    && pip uninstall --yes --quiet setuptools wheel packaging pip
 
 FROM ${PYTHON_IMAGE} AS runtime
 ARG VERSION=0.1.0

@@ -287,6 +287,19 @@ def test_the_development_tooling_is_deleted_from_the_installed_package() -> None
     assert project.index("pip install") < project.index("rmtree")
 
 
+def test_the_build_tools_leave_the_venv_after_the_project_is_installed() -> None:
+    # The runtime venv then holds exactly requirements.lock and the project.
+    build_lock = (ROOT / "requirements-build.lock").read_text()
+    tools = set(re.findall(r"^([a-z0-9-]+)==", build_lock, re.MULTILINE))
+    runtime = set(re.findall(r"^([a-z0-9-]+)==", (ROOT / "requirements.lock").read_text(), re.M))
+    assert tools and not tools & runtime
+    (project,) = [args for args in builder_runs() if re.search(r"pip install .*\s\.(\s|$)", args)]
+    (uninstall,) = [c.strip() for c in project.split("&&") if "pip uninstall" in c]
+    assert uninstall.startswith("pip uninstall --yes")
+    assert set(uninstall.split()[2:]) - {"--yes", "--quiet"} == tools
+    assert project.index("pip install") < project.index("pip uninstall")
+
+
 def test_the_class_archive_is_built_by_a_command_the_image_keeps() -> None:
     runs = [i.args for i in final("RUN")]
     assert "dstreams class-archive" in runs
