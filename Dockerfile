@@ -1,20 +1,27 @@
 # dstreams service image. Build from the repository root:
 #   docker build -t dstreams:0.1.0 .
 # or, where no public image registry is reachable, `make image` (service/dev/images.py): the same
-# file on a Debian base built locally, with the Python dependencies as wheels in the build context
+# file on a Debian base built locally, with the locked Python distributions in the build context
 # and no network inside the build.
 #
 # Two stages: the builder installs the project into a virtualenv (it needs pip and build tools the
 # service never uses); the runtime stage copies only that venv onto a slim base with a Java runtime.
+#
+# Reproducible: every Python distribution comes from the lock files (requirements.lock and
+# requirements-build.lock, written by devtools/lock_dependencies.py) with its sha256 checked, so
+# two builds of one commit install the same versions of the same files. Lean: the development
+# tooling (service/dev: local Kafka, Docker engine, image builds) is not in the image.
 
 # Bookworm, not the newer default: Spark 4 needs Java 17 and Debian ships openjdk-17 only up to
 # bookworm. Builder and runtime use the same base so the venv's interpreter path stays valid.
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 FROM ${PYTHON_IMAGE} AS builder
-# PIP_FIND_LINKS: wheels in the build context under wheelhouse/ are used first. An offline build
-# brings all of them and sets the build argument PIP_NO_INDEX=1; a plain `docker build .` has
-# none, and pip downloads from PyPI.
+# PIP_FIND_LINKS: distributions in the build context under wheelhouse/ are used first. An offline
+# build brings exactly the locked files (pip download --require-hashes, service/dev/images.py)
+# and sets the build argument PIP_NO_INDEX=1; a plain `docker build .` has none, and pip
+# downloads the same files from PyPI. Either way --require-hashes takes no file the lock does
+# not name by its hash.
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_FIND_LINKS=/wheelhouse
 ARG PIP_NO_INDEX
 RUN python3 -m venv /opt/venv
@@ -22,18 +29,32 @@ ENV PATH=/opt/venv/bin:$PATH
 WORKDIR /src
 # README.md is named too because COPY needs one source that exists when wheelhouse/ does not.
 COPY README.md wheelhous[e] /wheelhouse/
-COPY pyproject.toml README.md ./
+COPY requirements-build.lock requirements.lock ./
 # The dependencies get their own layer, before the source: an edit to the source reuses it.
-RUN pip install --upgrade pip \
-    && python -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' >/tmp/requirements.txt \
-    && pip install -r /tmp/requirements.txt
+# First pip and the build backend, pinned, because they build what follows: pyspark is published
+# only as an sdist, so the locked sdist (its hash checked) is built into a wheel here, by these
+# pinned tools (--no-build-isolation: an isolated build would fetch setuptools unpinned). The
+# wheel's own hash is not locked: a build is not byte-for-byte reproducible, the sdist is.
+# Without --no-deps, pip also refuses a dependency the lock leaves out.
+RUN pip install --require-hashes --no-deps -r requirements-build.lock \
+    && pip install --require-hashes --no-build-isolation -r requirements.lock
 # Only what `pip install .` reads, so an edit to tests or docs does not invalidate this layer.
+COPY pyproject.toml README.md ./
 COPY service/ service/
 COPY connectors/ connectors/
 COPY sinks/ sinks/
 # No dev extras: pytest, ruff and mypy stay out of the image. pip compiles .pyc files here, which
 # matters because the pod runs with a read-only root filesystem and could not write them later.
-RUN pip install --no-deps .
+# service/dev is the development tooling (local Kafka, Docker engine, image builds): installed by
+# the distribution for `dstreams dev` in a checkout, deleted here. Nothing the image runs imports
+# it (import contracts in pyproject.toml); `dstreams dev` says it is not installed. The path is
+# the venv's site-packages, not /src/service (the working directory), and rmtree fails the build
+# should the package ever not be there. Then the build tools go too (about 20 MB): nothing in
+# requirements.lock needs them at run time, and the pod's root filesystem is read-only, so pip
+# could install nothing there anyway. The venv then holds exactly requirements.lock and dstreams.
+RUN pip install --no-deps --no-build-isolation . \
+    && python -c 'import shutil, sysconfig; shutil.rmtree(sysconfig.get_path("purelib") + "/service/dev")' \
+    && pip uninstall --yes --quiet setuptools wheel packaging pip
 
 FROM ${PYTHON_IMAGE} AS runtime
 ARG VERSION=0.1.0
@@ -92,7 +113,7 @@ ENV PATH=/opt/venv/bin:$PATH \
 # The driver JVM's class-data archive (spark.class_archive: auto finds it through
 # DSTREAMS_CLASS_ARCHIVE_DIR): Spark starts about a second faster. Built here, by the JVM and the
 # pyspark of this image, with a short local Spark job; root-owned and read-only at run time.
-RUN dstreams dev class-archive
+RUN dstreams class-archive
 
 USER 10001:10001
 EXPOSE 8080

@@ -31,7 +31,7 @@ $(STAMP): pyproject.toml
 # The driver JVM's class-data archive (service/driver/class_archive.py): Spark starts about a
 # second faster with it. Built once per JVM and pyspark; without it Spark only starts slower.
 class-archive: venv
-	-@$(VENV)/bin/dstreams dev class-archive --if-missing
+	-@$(VENV)/bin/dstreams class-archive --if-missing
 
 sysdeps:
 	@bash devtools/ensure-sysdeps.sh

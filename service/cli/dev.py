@@ -4,19 +4,17 @@
 from __future__ import annotations
 
 import signal
-import subprocess
 import time
 from collections.abc import Callable
-from pathlib import Path
 from types import FrameType
 
 import click
 
+from service.cli.class_archive import class_archive
 from service.dev.kafka_cluster import KAFKA_VERSION, KafkaClusterError, LocalKafkaCluster
 from service.dev.kafka_security import SERVICE_USER, KafkaSecurityError, write_client_files
 from service.dev.processes import StartedOnEnter
 from service.dev.spark_cluster import LocalSparkCluster, SparkClusterError
-from service.driver import class_archive as jvm_archive
 
 
 @click.group()
@@ -27,36 +25,11 @@ def dev() -> None:
     Examples:
       dstreams dev kafka --brokers 3
       dstreams dev spark --workers 2
-      dstreams dev class-archive
+      dstreams dev class-archive    # the same as `dstreams class-archive`
     """
 
 
-@dev.command("class-archive")
-@click.option(
-    "--path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Where to write it (default: where spark.class_archive: auto looks).",
-)
-@click.option("--if-missing", is_flag=True, help="Do nothing when the archive is already there.")
-def class_archive(path: Path | None, if_missing: bool) -> None:
-    """Build the driver JVM's class-data sharing archive: Spark then starts about a second
-    faster (spark.class_archive). Runs a short local Spark job twice (about 20 s).
-
-    \b
-    Example:
-      dstreams dev class-archive
-    """
-    target = path or jvm_archive.default_path()
-    if if_missing and target.is_file():
-        click.echo(f"{target} (already there)")
-        return
-    click.echo("Building the JVM class archive (a short local Spark job, twice)...", err=True)
-    try:
-        click.echo(jvm_archive.build(target))
-    except (jvm_archive.ClassArchiveError, OSError, subprocess.TimeoutExpired) as error:
-        msg = f"{error}; Spark still starts without it, only slower"
-        raise click.ClickException(msg) from error
+dev.add_command(class_archive, "class-archive")
 
 
 @dev.command()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -14,6 +15,14 @@ from service.cli.config import config_option
 
 if TYPE_CHECKING:
     from service.config.settings import Settings
+
+# The image leaves service.dev out (Dockerfile): there `dstreams dev` and `dstreams demo` say so,
+# instead of failing on an import.
+DEV_TOOLING_MISSING = (
+    "`dstreams {command}` needs the development tooling (service.dev: local Kafka, Spark, "
+    "PostgreSQL and images), which is not installed here: the dstreams image leaves it out. "
+    "Run it from a checkout of the repository (pip install -e '.[dev]')."
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -29,9 +38,10 @@ def cli() -> None:
       dstreams ingest --config config/wordcount.yaml
       dstreams config validate --config config/wordcount.yaml
       dstreams journal show --file state/journal
-      dstreams dev kafka --brokers 3
-      dstreams demo
       dstreams init clicks
+      dstreams class-archive
+      dstreams dev kafka --brokers 3       # from a checkout, not in the image
+      dstreams demo                        # from a checkout, not in the image
       dstreams --version
     """
 
@@ -128,17 +138,44 @@ def demo(seconds: int, rate: int) -> None:
     Example:
       dstreams demo --seconds 30
     """
+    if not dev_tooling_installed():
+        raise click.ClickException(DEV_TOOLING_MISSING.format(command="demo"))
     from service.cli.demo import run_demo
 
     sys.exit(run_demo(seconds, rate))
+
+
+def dev_tooling_installed() -> bool:
+    """Whether service.dev is installed: in a checkout or a pip install, not in the image."""
+    return importlib.util.find_spec("service.dev") is not None
+
+
+def dev_command(installed: bool) -> click.Command:
+    """`dstreams dev`: the development tooling's group, or where it is not installed a command
+    of the same name that says so, whatever it is given (`--help` included)."""
+    if installed:
+        from service.cli.dev import dev
+
+        return dev
+
+    @click.command(
+        "dev",
+        context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+        add_help_option=False,
+        short_help="Local services for development (not installed here).",
+    )
+    def dev_not_installed() -> None:
+        raise click.ClickException(DEV_TOOLING_MISSING.format(command="dev"))
+
+    return dev_not_installed
 
 
 def _register_groups() -> None:
     # Imported here so that a broken optional group cannot stop `dstreams --help` from loading.
     from service.cli.audit import audit
     from service.cli.checkpoint import checkpoint
+    from service.cli.class_archive import class_archive
     from service.cli.config import config
-    from service.cli.dev import dev
     from service.cli.executor import executor
     from service.cli.ingest import ingest
     from service.cli.init import init
@@ -149,7 +186,8 @@ def _register_groups() -> None:
     cli.add_command(journal)
     cli.add_command(checkpoint)
     cli.add_command(audit)
-    cli.add_command(dev)
+    cli.add_command(class_archive)
+    cli.add_command(dev_command(dev_tooling_installed()))
     cli.add_command(executor)
     cli.add_command(init)
 

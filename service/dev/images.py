@@ -10,8 +10,9 @@ Three images, each built only when no image with its content hash exists in the 
 - **dstreams**: the project's own `Dockerfile`.
 
 `DSTREAMS_IMAGE_BASES` picks the bases. `local` (the default) builds on the base above with no
-network inside the build: the Python dependencies come as wheels made on this machine in the
-build context, and the base already holds the Debian packages. `public` builds the same
+network inside the build: the Python dependencies come in the build context as exactly the files
+the lock files name (requirements.lock, requirements-build.lock), downloaded on this machine with
+their hashes checked, and the base already holds the Debian packages. `public` builds the same
 Dockerfiles from their usual public bases (python:3.11-slim-bookworm, debian:bookworm-slim), for a
 machine that can pull them, such as a CI runner.
 
@@ -30,7 +31,6 @@ import sys
 import tarfile
 import tempfile
 import time
-import tomllib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
@@ -107,15 +107,16 @@ Context = dict[str, Path]
 def content_hash(context: Context, buildargs: Mapping[str, str], salt: Sequence[str] = ()) -> str:
     """A hash of everything an image is built from: its files, its build arguments and `salt`.
 
-    Files are hashed by content, except wheels and jars: their names carry a version, and a
-    released version never changes, so name and size stand for the bytes (hashing half a gigabyte
-    of wheels on every run would cost more than the check is worth).
+    Files are hashed by content, except wheels, sdists and jars: their names carry a version, and
+    a released version never changes, so name and size stand for the bytes (hashing half a
+    gigabyte of them on every run would cost more than the check is worth; pip checks the locked
+    distributions' hashes itself, when it downloads them and again in the build).
     """
     digest = hashlib.sha256()
     for name in sorted(context):
         path = context[name]
         mode = path.stat().st_mode & 0o111
-        if name.endswith((".whl", ".jar")):
+        if name.endswith((".whl", ".tar.gz", ".jar")):
             fingerprint = f"{path.name}:{path.stat().st_size}"
         else:
             fingerprint = hashlib.sha256(path.read_bytes()).hexdigest()
@@ -218,7 +219,7 @@ class ImageBuilder:
         buildargs: dict[str, str] = {}
         if base is not None:
             context.update(
-                {f"wheelhouse/{wheel.name}": wheel for wheel in ensure_wheelhouse(self.cache)}
+                {f"wheelhouse/{dist.name}": dist for dist in ensure_wheelhouse(self.cache)}
             )
             buildargs = {"PYTHON_IMAGE": base, "PIP_NO_INDEX": "1"}
         digest = content_hash(context, buildargs, self._base_salt(base))
@@ -354,54 +355,57 @@ def _follow_build(output: Iterator[dict[str, Any]], tag: str) -> None:
             raise ImageBuildError(msg)
 
 
-# --- Wheels for the offline build -------------------------------------------------------------
+# --- The locked distributions for the offline build -------------------------------------------
+
+# devtools/lock_dependencies.py writes them; the Dockerfile installs from them with their hashes.
+LOCK_FILES = (REPO_ROOT / "requirements-build.lock", REPO_ROOT / "requirements.lock")
+# What pip download leaves: wheels, and sdists for what is published only so (pyspark).
+DISTRIBUTION_SUFFIXES = (".whl", ".tar.gz")
 
 
-def ensure_wheelhouse(cache: Path, pyproject: Path = REPO_ROOT / "pyproject.toml") -> list[Path]:
-    """Wheels of the project's dependencies (and of pip and the build backend), made once.
+def ensure_wheelhouse(cache: Path, locks: Sequence[Path] = LOCK_FILES) -> list[Path]:
+    """Exactly the files the lock files name, their hashes checked, downloaded once per lock.
 
-    The local base's Python is Debian bookworm's 3.11; the wheels are made by this interpreter,
-    which must be a 3.11 too, so that they install there.
+    pip chooses among a version's wheels for the interpreter it runs on, and the locks name the
+    wheels for the local base's Python (Debian bookworm's 3.11), so this one must be a 3.11 too.
     """
     if sys.version_info[:2] != BASE_PYTHON:
         msg = (
-            f"expected Python {BASE_PYTHON[0]}.{BASE_PYTHON[1]} to make wheels for the local "
-            f"base's Python, found {platform.python_version()}; build with a 3.11 virtualenv "
-            f"(make venv PYTHON=python3.11) or set {BASES_ENV}=public"
+            f"expected Python {BASE_PYTHON[0]}.{BASE_PYTHON[1]} to fetch the locked wheels for "
+            f"the local base's Python, found {platform.python_version()}; build with a 3.11 "
+            f"virtualenv (make venv PYTHON=python3.11) or set {BASES_ENV}=public"
         )
         raise ImageBuildError(msg)
-    requirements = _requirements(pyproject)
-    key = hashlib.sha256(
-        "\n".join([*requirements, platform.python_version(), platform.machine()]).encode()
-    ).hexdigest()[:12]
-    wheelhouse = cache / f"wheelhouse-{key}"
+    digest = hashlib.sha256()
+    for lock in locks:
+        digest.update(lock.read_bytes())
+    digest.update(platform.machine().encode())
+    wheelhouse = cache / f"wheelhouse-{digest.hexdigest()[:12]}"
     with _locked(cache, "wheelhouse"):
         if not (wheelhouse / ".complete").is_file():
-            _make_wheels(requirements, wheelhouse)
-    return sorted(wheelhouse.glob("*.whl"))
+            _download_locked(locks, wheelhouse)
+    return sorted(p for p in wheelhouse.iterdir() if p.name.endswith(DISTRIBUTION_SUFFIXES))
 
 
-def _requirements(pyproject: Path) -> list[str]:
-    document = tomllib.loads(pyproject.read_text())
-    return [
-        "pip",
-        *document["build-system"]["requires"],
-        *document["project"]["dependencies"],
-    ]
-
-
-def _make_wheels(requirements: list[str], wheelhouse: Path) -> None:
+def _download_locked(locks: Sequence[Path], wheelhouse: Path) -> None:
     partial = wheelhouse.with_name(wheelhouse.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
-    command = [sys.executable, "-m", "pip", "wheel", "--quiet", "--wheel-dir", str(partial)]
+    # --require-hashes: pip takes only a file whose sha256 the lock names, and fails otherwise.
+    command = [sys.executable, "-m", "pip", "download", "--quiet", "--require-hashes"]
+    command += ["--no-deps", "--dest", str(partial)]
     result = subprocess.run(  # noqa: S603 - our own interpreter, fixed arguments
-        [*command, *requirements], capture_output=True, text=True, check=False
+        [*command, *(f"--requirement={lock}" for lock in locks)],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if result.returncode != 0:
+        names = ", ".join(lock.name for lock in locks)
         msg = (
-            f"expected pip to make wheels of {', '.join(requirements)}, but it exited with "
-            f"{result.returncode}: {result.stderr[-2000:]}\nCheck that PyPI (or the index in "
-            "pip's configuration) is reachable."
+            f"expected pip to download the files {names} name, with their hashes, but it "
+            f"exited with {result.returncode}: {result.stderr[-2000:]}\nCheck that PyPI (or "
+            "the index in pip's configuration) is reachable; a hash mismatch means a file "
+            "changed under its name, or the locks are stale (python devtools/lock_dependencies.py)."
         )
         raise ImageBuildError(msg)
     (partial / ".complete").touch()

@@ -10,10 +10,15 @@ port and the broker through loopback ports the engine publishes.
 One run of the word-count job: ready and serving metrics, SIGKILLed mid-stream, started again on
 the same volume (it recovers in a new epoch), drained, stopped with SIGTERM (exit 0), and then the
 Kafka sink holds exactly the expected counts, each batch's markers once.
+
+And what the image holds: exactly the distributions requirements.lock pins, at their versions
+(what "the same dependencies on every rebuild" comes to), and no development tooling
+(service/dev), and `dstreams dev` there says so.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import json
 import tarfile
@@ -24,6 +29,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -278,3 +284,77 @@ def test_image_runs_like_the_chart_and_survives_sigkill_with_exact_output(
 
 def _completed(driver: Driver) -> int:
     return int(driver.status().get("totals", {}).get("completed", 0))
+
+
+# --- What the image holds ----------------------------------------------------------------------
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+# Runs in the image: whether service.dev can be found, and every installed distribution.
+INSPECT = """
+import importlib.metadata, importlib.util, json, pathlib, sysconfig
+print(json.dumps({
+    "dev_importable": importlib.util.find_spec("service.dev") is not None,
+    "dev_files": [str(p) for p in pathlib.Path(sysconfig.get_path("purelib"), "service", "dev")
+                  .glob("**/*")],
+    "distributions": [[d.metadata["Name"], d.version] for d in importlib.metadata.distributions()],
+}))
+"""
+
+
+def lock_script() -> ModuleType:
+    """devtools/lock_dependencies.py, which reads the lock files as the image build does."""
+    path = REPO_ROOT / "devtools" / "lock_dependencies.py"
+    spec = importlib.util.spec_from_file_location("lock_dependencies", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def run_once(
+    client: Any, image: str, command: list[str], entrypoint: list[str] | None = None
+) -> tuple[int, str, str]:
+    """(exit code, stdout, stderr) of one short container of `image`, with no network."""
+    container = client.containers.run(
+        image,
+        command,
+        entrypoint=entrypoint,
+        detach=True,
+        user=f"{UID}:{UID}",
+        read_only=True,
+        network_mode="none",
+        environment={"HOME": "/tmp"},
+    )
+    try:
+        code = int(container.wait(timeout=120)["StatusCode"])
+        out = container.logs(stdout=True, stderr=False).decode(errors="replace")
+        err = container.logs(stdout=False, stderr=True).decode(errors="replace")
+        return code, out, err
+    finally:
+        container.remove(force=True)
+
+
+def test_the_image_holds_the_locked_versions_and_no_development_tooling(
+    dstreams_image: str, docker_engine: Any
+) -> None:
+    locking = lock_script()
+    pins = locking.read_pins(locking.RUNTIME_LOCK)
+    client = docker_client(docker_engine.docker_host)
+    try:
+        code, out, err = run_once(client, dstreams_image, ["-c", INSPECT], ["python"])
+        assert code == 0, err
+        found = json.loads(out)
+        assert found["dev_importable"] is False
+        assert found["dev_files"] == []
+        installed = {locking.normalize(name): version for name, version in found["distributions"]}
+        assert installed.pop("kafka-dstreams") == "0.1.0"
+        # Exactly requirements.lock: the build tools of requirements-build.lock left the venv.
+        assert installed == pins, "the image's distributions must be exactly the locked ones"
+        assert not installed.keys() & locking.read_pins(locking.BUILD_LOCK).keys()
+
+        code, out, err = run_once(client, dstreams_image, ["dev", "kafka"])
+        assert code == 1, (out, err)
+        assert "`dstreams dev` needs the development tooling" in err, err
+        assert "Traceback" not in err, err
+    finally:
+        client.close()

@@ -253,3 +253,54 @@ def test_every_package_of_the_tree_is_in_the_distribution() -> None:
         for init in (ROOT / top).rglob("__init__.py")
     }
     assert found == listed
+
+
+# --- Reproducible and lean ---------------------------------------------------------------------
+
+
+def builder_runs() -> list[str]:
+    return [i.args for i in INSTRUCTIONS if i.stage == 0 and i.keyword == "RUN"]
+
+
+def test_dependencies_come_only_from_the_lock_files_with_their_hashes() -> None:
+    # Pinned build tools first (they build pyspark's sdist and the project), then the runtime.
+    installs = [args for args in builder_runs() if "pip install" in args]
+    commands = [c.strip() for args in installs for c in args.split("&&") if "pip install" in c]
+    build, runtime, project = commands
+    assert re.fullmatch(
+        r"pip install --require-hashes --no-deps -r requirements-build\.lock", build
+    )
+    assert "--require-hashes" in runtime.split() and "-r requirements.lock" in runtime
+    assert "--no-deps" not in runtime.split(), "pip must refuse a dependency the lock misses"
+    assert "--no-build-isolation" in runtime.split() and "--no-build-isolation" in project.split()
+    assert project.endswith(" ."), project
+    assert "pyproject.toml" not in " ".join(installs), "no ranges resolved at build time"
+    copies = [i.args for i in INSTRUCTIONS if i.stage == 0 and i.keyword == "COPY"]
+    assert "requirements-build.lock requirements.lock ./" in copies
+    assert sent_to_docker("requirements.lock") and sent_to_docker("requirements-build.lock")
+
+
+def test_the_development_tooling_is_deleted_from_the_installed_package() -> None:
+    (project,) = [args for args in builder_runs() if re.search(r"pip install .*\s\.(\s|$)", args)]
+    # In the venv's site-packages, after the install: not the source tree in the working dir.
+    assert 'sysconfig.get_path("purelib") + "/service/dev"' in project
+    assert project.index("pip install") < project.index("rmtree")
+
+
+def test_the_build_tools_leave_the_venv_after_the_project_is_installed() -> None:
+    # The runtime venv then holds exactly requirements.lock and the project.
+    build_lock = (ROOT / "requirements-build.lock").read_text()
+    tools = set(re.findall(r"^([a-z0-9-]+)==", build_lock, re.MULTILINE))
+    runtime = set(re.findall(r"^([a-z0-9-]+)==", (ROOT / "requirements.lock").read_text(), re.M))
+    assert tools and not tools & runtime
+    (project,) = [args for args in builder_runs() if re.search(r"pip install .*\s\.(\s|$)", args)]
+    (uninstall,) = [c.strip() for c in project.split("&&") if "pip uninstall" in c]
+    assert uninstall.startswith("pip uninstall --yes")
+    assert set(uninstall.split()[2:]) - {"--yes", "--quiet"} == tools
+    assert project.index("pip install") < project.index("pip uninstall")
+
+
+def test_the_class_archive_is_built_by_a_command_the_image_keeps() -> None:
+    runs = [i.args for i in final("RUN")]
+    assert "dstreams class-archive" in runs
+    assert not [args for args in runs if "dstreams dev" in args]

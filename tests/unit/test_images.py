@@ -26,6 +26,7 @@ from service.dev.images import (
     bases_from,
     content_hash,
     dockerignore_context,
+    ensure_wheelhouse,
     kafka_image_name,
     write_context,
 )
@@ -231,3 +232,41 @@ def test_local_bases_build_on_the_local_base_with_no_network(
     assert kafka["buildargs"] == {"KAFKA_VERSION": KAFKA_VERSION, "BASE_IMAGE": base}
     assert kafka["network_mode"] == "none"
     assert pruned == {"pruned": {"dangling": True}}, "the private engine drops the leftovers"
+
+
+def test_sdists_count_by_name_and_size_like_wheels(tmp_path: Path) -> None:
+    # pyspark is published as an sdist only: the offline build context carries the locked one.
+    sdist = files(tmp_path, **{"pyspark-4.1.4.tar.gz": "12345"})
+    digest = content_hash(sdist, {})
+    (tmp_path / "pyspark-4.1.4.tar.gz").write_text("54321")
+    assert content_hash(sdist, {}) == digest
+    (tmp_path / "pyspark-4.1.4.tar.gz").write_text("123456")
+    assert content_hash(sdist, {}) != digest
+
+
+def test_the_wheelhouse_holds_the_locked_files_fetched_once_per_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    downloads: list[list[str]] = []
+
+    def download(locks: list[Path], wheelhouse: Path) -> None:
+        # Stands in for pip download --require-hashes: what it would leave, and the marker.
+        downloads.append([lock.read_text() for lock in locks])
+        wheelhouse.mkdir(parents=True)
+        for name in ("click-8.5.1-py3-none-any.whl", "pyspark-4.1.4.tar.gz", ".complete"):
+            (wheelhouse / name).write_text(name)
+
+    monkeypatch.setattr("service.dev.images._download_locked", download)
+    lock = tmp_path / "requirements.lock"
+    lock.write_text("click==8.5.1 \\\n    --hash=sha256:" + "a" * 64 + "\n")
+    cache = tmp_path / "cache"
+    first = ensure_wheelhouse(cache, [lock])
+    assert [path.name for path in first] == [
+        "click-8.5.1-py3-none-any.whl",
+        "pyspark-4.1.4.tar.gz",
+    ]
+    assert ensure_wheelhouse(cache, [lock]) == first
+    assert len(downloads) == 1, "the same locks reuse the files"
+    lock.write_text("click==8.5.2 \\\n    --hash=sha256:" + "b" * 64 + "\n")
+    assert ensure_wheelhouse(cache, [lock])[0].parent != first[0].parent
+    assert len(downloads) == 2, "a relock fetches again"

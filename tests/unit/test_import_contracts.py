@@ -50,6 +50,7 @@ PLANTS = (
     Plant("sinks.files", "service.graph.context", "sinks and connectors import only the leaf"),
     Plant("service.observe.status", "sinks.files", "observation imports no sink itself"),
     Plant("service.driver.recovery", "service.dev.ports", "the running service never imports"),
+    Plant("service.cli.ingest", "service.dev.ports", "the CLI imports service.dev only in"),
     Plant("service.faults", "service.ingest.app", "the leaf modules import nothing"),
     Plant("service.durable", "service.journal.base", "the leaf modules import nothing"),
     # A cycle's report names the cheapest edge to remove, not necessarily the planted one.
