@@ -390,7 +390,7 @@ class KafkaSink:
     def _transact(
         self, producer: TransactionalProducer, key: BatchKey, records: list[OutboundRecord]
     ) -> None:
-        marker = Marker(key.app, key.output, key.partition, key.batch_time)
+        marker = Marker(key.app, key.output, key.partition, key.batch_time, len(records))
         marker_topic = self.marker_topic_for(key.app, key.output)
         keyless_partition = key.partition % producer.require_partition(self.topic, 0)
         client = producer.producer

@@ -59,9 +59,14 @@ class JournalLog:
         self._graph_written = True
 
     def journal_completed(
-        self, batch_time: int, outputs: dict[str, int], skipped: tuple[OffsetRange, ...] = ()
+        self,
+        batch_time: int,
+        outputs: dict[str, int],
+        skipped: tuple[OffsetRange, ...] = (),
+        partitions: dict[str, int] | None = None,
     ) -> None:
-        self._append(CompletedRecord(self.epoch, batch_time, outputs, skipped))
+        record = CompletedRecord(self.epoch, batch_time, outputs, skipped, partitions or {})
+        self._append(record)
 
     def journal_checkpoint(self, batch_time: int, refs: dict[str, str]) -> None:
         self._append(CheckpointRecord(self.epoch, batch_time, refs))

@@ -70,7 +70,11 @@ class RecordingJournal:
         self.planned.append(plan)
 
     def journal_completed(
-        self, batch_time: int, outputs: dict[str, int], skipped: tuple[OffsetRange, ...] = ()
+        self,
+        batch_time: int,
+        outputs: dict[str, int],
+        skipped: tuple[OffsetRange, ...] = (),
+        partitions: dict[str, int] | None = None,
     ) -> None:
         self.completed.append(batch_time)
 
