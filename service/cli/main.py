@@ -28,6 +28,7 @@ def cli() -> None:
       dstreams run --config config/wordcount.yaml
       dstreams ingest --config config/wordcount.yaml
       dstreams config validate --config config/wordcount.yaml
+      dstreams check --config config/wordcount.yaml
       dstreams journal show --file state/journal
       dstreams dev kafka --brokers 3
       dstreams demo
@@ -135,6 +136,7 @@ def demo(seconds: int, rate: int) -> None:
 def _register_groups() -> None:
     # Imported here so that a broken optional group cannot stop `dstreams --help` from loading.
     from service.cli.audit import audit
+    from service.cli.check import check
     from service.cli.checkpoint import checkpoint
     from service.cli.config import config
     from service.cli.dev import dev
@@ -147,6 +149,7 @@ def _register_groups() -> None:
     cli.add_command(journal)
     cli.add_command(checkpoint)
     cli.add_command(audit)
+    cli.add_command(check)
     cli.add_command(dev)
     cli.add_command(executor)
 

@@ -110,13 +110,15 @@ def recover(
     return RecoveryResult(epoch, replayed, next_time, seconds, recomputed)
 
 
-def check_before_start(journal: Journal, ctx: StreamingContext) -> None:
+def check_before_start(journal: Journal, ctx: StreamingContext) -> JournalState:
     """Steps 2–3 ahead of time, without an epoch: refuses a damaged journal or a changed graph
-    before the driver starts Spark. The journal may not exist yet (a first start)."""
+    before the driver starts Spark. The journal may not exist yet (a first start). Returns
+    what it read, for `dstreams check` to describe."""
     started = time.monotonic()
     state = read_state(journal)
     check_graph(state, ctx)
     log.info("journal and graph checked (%.2fs)", time.monotonic() - started)
+    return state
 
 
 def read_state(journal: Journal) -> JournalState:
