@@ -75,7 +75,7 @@ def _check_output(settings: Settings, output: str, sink: Sink | None, tasks: Tas
     from sinks.postgres import PostgresSink
 
     if isinstance(sink, FileSink):
-        violations = check_file_output(sink, output, tasks)
+        violations = check_file_output(sink, output, tasks, tasks)
         return OutputCheck(output, "files", True, len(tasks), tuple(violations))
     if isinstance(sink, PostgresSink):
         sharing = [
@@ -98,15 +98,18 @@ def _unconfigured(output: str) -> str:
 # --- files ------------------------------------------------------------------------------------
 
 
-def check_file_output(sink: FileSink, output: str, batch_times: Iterable[int]) -> list[Violation]:
-    """Every violation of `output`'s completed batches in the files sink, oldest batch first."""
+def check_file_output(
+    sink: FileSink, output: str, batch_times: Iterable[int], tasks: Tasks | None = None
+) -> list[Violation]:
+    """Every violation of `output`'s completed batches in the files sink, oldest batch first;
+    with the journal's `tasks`, each `_SUCCESS` must name the batch's number of tasks too."""
     violations: list[Violation] = []
     for t in batch_times:
-        violations += _check_batch(sink, output, t)
+        violations += _check_batch(sink, output, t, (tasks or {}).get(t))
     return violations
 
 
-def _check_batch(sink: FileSink, output: str, t: int) -> list[Violation]:
+def _check_batch(sink: FileSink, output: str, t: int, tasks: int | None) -> list[Violation]:
     from sinks.files import SUCCESS
 
     folder = sink.batch_dir(output, t)
@@ -119,6 +122,9 @@ def _check_batch(sink: FileSink, output: str, t: int) -> list[Violation]:
     except (ValueError, KeyError, TypeError) as error:
         what = f"{marker} does not name the batch's partitions ({error!r})"
         return [Violation("uncommitted", what)]
+    if tasks is not None and tasks != partitions:
+        what = f"output {output} batch {t}: {marker} names {partitions} parts, the journal {tasks}"
+        return [Violation("partitions-mismatch", what)]
     expected = {f"part-{p:05d}.{sink.suffix}" for p in range(partitions)}
     found = {path.name for path in folder.glob("part-*")}
     violations = [
