@@ -227,6 +227,19 @@ class KafkaSink:
         journal's epoch, so fencing the previous driver's producers is what it must do)."""
         marker_topic = self.marker_topic_for(app, output)
         admin = new_admin_client(client_settings(self.conf))
+        self.check_limits(admin)
+        rf = self.replication_factor
+        ensure_topic(admin, TopicSpec(self.topic, self.partitions, rf), OUTPUT_TOPIC, "keep")
+        self._grow_marker_topic(admin, marker_topic, self.marker_partitions)
+        if self.writes_on_driver:
+            self.open_driver_producers(app, output)
+
+    def check_limits(self, admin: Any = None) -> None:
+        """`ConfigError` unless the brokers accept this sink's transaction timeout and, with
+        Avro, the schema registry has the subjects it writes (registered now with
+        `auto_register`). Part of `setup`, and of the driver's checks before it starts Spark
+        (`service.driver.preflight`, which `dstreams check` runs too)."""
+        admin = admin or new_admin_client(client_settings(self.conf))
         limit = broker_transaction_limit(admin)
         if self.transaction_timeout_ms > limit:
             msg = (
@@ -237,11 +250,6 @@ class KafkaSink:
             raise ConfigError(msg)
         if self.avro is not None:
             self.avro.prepare(self.topic)
-        rf = self.replication_factor
-        ensure_topic(admin, TopicSpec(self.topic, self.partitions, rf), OUTPUT_TOPIC, "keep")
-        self._grow_marker_topic(admin, marker_topic, self.marker_partitions)
-        if self.writes_on_driver:
-            self.open_driver_producers(app, output)
 
     def forget_before(self, app: str, output: str, batch_time: int) -> None:
         """Nothing: the marker topic is compacted, so it keeps only each partition's newest."""
@@ -390,7 +398,7 @@ class KafkaSink:
     def _transact(
         self, producer: TransactionalProducer, key: BatchKey, records: list[OutboundRecord]
     ) -> None:
-        marker = Marker(key.app, key.output, key.partition, key.batch_time)
+        marker = Marker(key.app, key.output, key.partition, key.batch_time, len(records))
         marker_topic = self.marker_topic_for(key.app, key.output)
         keyless_partition = key.partition % producer.require_partition(self.topic, 0)
         client = producer.producer

@@ -3,7 +3,9 @@
 Markers. Each (app, output) has its own marker topic (default ``dstreams.markers.<app>.<output>``).
 Task ``p`` of the output writes its marker to marker-topic partition ``p``, and nothing but that
 task's transactional producer (``transactional.id = dstreams.<app>.<output>.<p>``) writes there. A
-marker record has the constant key ``<app>/<output>/<p>`` and a JSON value naming the batch time.
+marker record has the constant key ``<app>/<output>/<p>`` and a JSON value naming the batch time
+and the number of records the transaction wrote to the output topic (``rows``, absent in markers
+of older builds), which `dstreams audit` holds against the committed data.
 
 Why a partition per task: after ``init_transactions()`` no transaction is open on the partition, so
 its last stable offset is the end of the log and every committed marker lies below it. The last
@@ -62,6 +64,8 @@ class Marker:
     output: str
     partition: int
     batch_time: int
+    rows: int | None = None
+    """Records written with it to the output topic; None when reading, or from older builds."""
 
     @property
     def record_key(self) -> bytes:
@@ -69,12 +73,20 @@ class Marker:
 
     def to_json(self) -> dict[str, Any]:
         fields = ("app", "output", "partition", "batch_time")
-        return {"v": MARKER_FORMAT_VERSION, **{name: getattr(self, name) for name in fields}}
+        data = {"v": MARKER_FORMAT_VERSION, **{name: getattr(self, name) for name in fields}}
+        if self.rows is not None:
+            data["rows"] = self.rows
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Marker:
+        rows = data.get("rows")
         return cls(
-            str(data["app"]), str(data["output"]), int(data["partition"]), int(data["batch_time"])
+            str(data["app"]),
+            str(data["output"]),
+            int(data["partition"]),
+            int(data["batch_time"]),
+            None if rows is None else int(rows),
         )
 
     def encode(self) -> bytes:

@@ -28,7 +28,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import astuple
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import psycopg
 from psycopg import sql
@@ -56,6 +56,15 @@ _fault_hook: FaultHook | None = None
 
 Conn = psycopg.Connection[tuple[Any, ...]]
 T = TypeVar("T")
+
+
+class MarkerTally(NamedTuple):
+    """An output's marker rows as `(batch_time, partition, row_count)`, and how many markers
+    (and rows they counted) `forget_before` has deleted."""
+
+    markers: list[tuple[int, int, int]]
+    forgotten_markers: int
+    forgotten_rows: int
 
 
 def set_fault_hook(hook: FaultHook | None) -> None:
@@ -144,18 +153,58 @@ class PostgresSink(WithoutKafka):
             raise SinkError(msg)
 
     def forget_before(self, app: str, output: str, batch_time: int) -> None:
-        """Delete the marker rows of batches before `batch_time`: no replay can ask for them."""
-        query = sql.SQL(
-            "DELETE FROM {m} WHERE app = %s AND output = %s AND batch_time < %s"
+        """Delete the marker rows of batches before `batch_time`: no replay can ask for them.
+
+        Their row counts are added up in the tally table (`tally_table`) in the same
+        transaction, so the audit can still hold every row of the table against a marker."""
+        delete = sql.SQL(
+            "DELETE FROM {m} WHERE app = %s AND output = %s AND batch_time < %s RETURNING row_count"
         ).format(m=_ident(self.markers_table))
+        ddl, add = _tally_sql(self.tally_table)
 
-        def delete(conn: Conn) -> int:
-            deleted = conn.execute(query, (app, output, batch_time)).rowcount
+        def forget(conn: Conn) -> int:
+            conn.execute(ddl)
+            counts = [int(row[0]) for row in conn.execute(delete, (app, output, batch_time))]
+            conn.execute(add, (app, output, len(counts), sum(counts), batch_time))
             conn.commit()
-            return deleted
+            return len(counts)
 
-        deleted = self._on_driver(f"forget markers before batch {batch_time}", delete)
+        deleted = self._on_driver(f"forget markers before batch {batch_time}", forget)
         log.info("%s/%s: %d marker rows before batch %d deleted", app, output, deleted, batch_time)
+
+    @property
+    def tally_table(self) -> str:
+        """Where `forget_before` adds up the markers it deleted, per (app, output)."""
+        return f"{self.markers_table}_forgotten"
+
+    def audit_markers(self, app: str, output: str) -> MarkerTally:
+        """For `dstreams audit`: every marker row of (app, output), and the tally of deleted
+        ones; read-only."""
+        read = sql.SQL(
+            "SELECT batch_time, {p}, row_count FROM {m} WHERE app = %s AND output = %s"
+        ).format(p=sql.Identifier("partition"), m=_ident(self.markers_table))
+        tally = sql.SQL("SELECT markers, row_count FROM {f} WHERE app = %s AND output = %s").format(
+            f=_ident(self.tally_table)
+        )
+
+        def audit(conn: Conn) -> MarkerTally:
+            rows = [(int(t), int(p), int(n)) for t, p, n in conn.execute(read, (app, output))]
+            if not _table_columns(conn, self.tally_table):
+                return MarkerTally(rows, 0, 0)
+            forgotten = conn.execute(tally, (app, output)).fetchone()
+            markers, count = (int(forgotten[0]), int(forgotten[1])) if forgotten else (0, 0)
+            return MarkerTally(rows, markers, count)
+
+        return self._on_driver(f"read the markers of {app}/{output}", audit)
+
+    def count_rows(self) -> int:
+        """For `dstreams audit`: the rows of the data table; read-only."""
+        query = sql.SQL("SELECT count(*) FROM {t}").format(t=_ident(self.table))
+
+        def count(conn: Conn) -> int:
+            return sum(int(row[0]) for row in conn.execute(query))  # the one row count(*) gives
+
+        return self._on_driver(f"count the rows of {self.table}", count)
 
     def close(self) -> None:
         """Close this process's (and thread's) cached connection to the DSN, if one is open."""
@@ -339,6 +388,24 @@ def _marker_sql(markers_table: str) -> tuple[sql.Composed, sql.Composed, sql.Com
     read = "SELECT writer FROM {m} WHERE app = %s AND output = %s AND batch_time = %s AND {p} = %s"
     ddl_sql, insert_sql, read_sql = (sql.SQL(q).format(**names) for q in (ddl, insert, read))
     return ddl_sql, insert_sql, read_sql
+
+
+def _tally_sql(tally_table: str) -> tuple[sql.Composed, sql.Composed]:
+    """The tally table's DDL, and its add of (markers, rows) deleted before a batch."""
+    names = {"f": _ident(tally_table)}
+    ddl = (
+        "CREATE TABLE IF NOT EXISTS {f} (app text NOT NULL, output text NOT NULL, "
+        "markers bigint NOT NULL, row_count bigint NOT NULL, before_batch bigint NOT NULL, "
+        "PRIMARY KEY (app, output))"
+    )
+    add = (
+        "INSERT INTO {f} AS f (app, output, markers, row_count, before_batch) "
+        "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (app, output) DO UPDATE SET "
+        "markers = f.markers + excluded.markers, row_count = f.row_count + excluded.row_count, "
+        "before_batch = greatest(f.before_batch, excluded.before_batch)"
+    )
+    ddl_sql, add_sql = (sql.SQL(q).format(**names) for q in (ddl, add))
+    return ddl_sql, add_sql
 
 
 def _upsert(

@@ -1,9 +1,9 @@
 """`dstreams audit`: check from a job's journal, and its sinks, that every input offset was
 planned exactly once and every completed batch is committed in its sinks.
 
-The journal's part is `service.journal.audit`, the sinks' part `service.cli.sink_audit` (the
-files sink today; with `--config` only, which names the sinks). It reads only, so it is safe
-while the driver runs.
+The journal's part is `service.journal.audit`, the sinks' part `service.cli.sink_audit` (files,
+Kafka and dead letters, PostgreSQL; with `--config` only, which names the sinks). It reads only,
+so it is safe while the driver runs.
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from __future__ import annotations
 import click
 
 from service.cli.journal import JournalSource, _read, _source_options
-from service.cli.sink_audit import OutputCheck, check_outputs
+from service.cli.marker_audit import OutputCheck
+from service.cli.sink_audit import check_outputs
 from service.journal.audit import JournalAudit, audit_journal
 from service.journal.base import JournalState
 
@@ -26,9 +27,13 @@ def audit(source: JournalSource) -> None:
     Per topic partition the batches' ranges must follow each other with no gap and no overlap,
     a re-planned batch must cover the same offsets, every completed batch must have been planned.
     Offsets a read skipped because retention deleted them are journaled, and counted as lost.
-    With --config, each completed batch of a files output must have its _SUCCESS and exactly
-    the parts it names; outputs of other sinks are listed as not checked. A compacted journal
-    is audited from its first kept batch. Reads only.
+    With --config, every (output, batch, partition) the journal completed must be committed
+    exactly once in its sink: files, its _SUCCESS and exactly the parts it names; Kafka (and
+    dead letters), one committed marker in the marker topic and, read_committed, as many
+    records in the output topic as the markers name; PostgreSQL, one marker row and as many
+    table rows as the markers count. Dead letters are counted. The console is not checked.
+    What cannot be checked (a journal of an older build, compacted markers) is said. A
+    compacted journal is audited from its first kept batch. Reads only.
 
     \b
     Examples:
@@ -76,5 +81,6 @@ def describe_outputs(checks: list[OutputCheck] | None) -> list[str]:
     for check in checks:
         done = "checked" if check.checked else "not checked by this version"
         lines.append(f"  {check.output} ({check.kind}): {check.batches} completed batches, {done}")
+        lines += [f"    {note}" for note in check.notes]
         lines += [f"VIOLATION {v.kind}: {v.message}" for v in check.violations]
     return lines

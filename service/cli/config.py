@@ -55,7 +55,7 @@ def validate(config_path: Path | None, app_dir: Path) -> None:
       $ dstreams config validate --config job.yaml
       sinks.counts.type: 'kafak' is not one of kafka, postgres, files, console
     """
-    from service.driver.engine import load_job
+    from service.driver.preflight import load_job
 
     use_app_dir(app_dir)
     settings = load_or_exit(config_path)

@@ -37,6 +37,7 @@ def cli() -> None:
       dstreams run --config config/wordcount.yaml
       dstreams ingest --config config/wordcount.yaml
       dstreams config validate --config config/wordcount.yaml
+      dstreams check --config config/wordcount.yaml
       dstreams journal show --file state/journal
       dstreams init clicks
       dstreams class-archive
@@ -173,6 +174,7 @@ def dev_command(installed: bool) -> click.Command:
 def _register_groups() -> None:
     # Imported here so that a broken optional group cannot stop `dstreams --help` from loading.
     from service.cli.audit import audit
+    from service.cli.check import check
     from service.cli.checkpoint import checkpoint
     from service.cli.class_archive import class_archive
     from service.cli.config import config
@@ -186,6 +188,7 @@ def _register_groups() -> None:
     cli.add_command(journal)
     cli.add_command(checkpoint)
     cli.add_command(audit)
+    cli.add_command(check)
     cli.add_command(class_archive)
     cli.add_command(dev_command(dev_tooling_installed()))
     cli.add_command(executor)

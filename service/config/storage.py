@@ -23,9 +23,11 @@ True
 
 from __future__ import annotations
 
+import os
 import posixpath
 import re
 import tempfile
+from pathlib import Path
 
 from service.config.masters import SparkMaster
 
@@ -76,3 +78,31 @@ def _host_local_dir(path: str) -> str | None:
         if normal == folder or normal.startswith(folder.rstrip("/") + "/"):
             return folder
     return None
+
+
+def writable_problem(setting: str, path: str, *, folder: bool = True) -> str | None:
+    """Why this process cannot write at local `path` (the value of `setting`), or None.
+
+    `folder`: `path` is a folder (else a file, which must be writable if it exists). A path that
+    does not exist yet is created by its writer, so its nearest existing ancestor must be a
+    writable folder. URIs other than `file://` are left to their file system.
+    """
+    scheme = _SCHEME.match(path)
+    if scheme is not None and scheme["scheme"].lower() != "file":
+        return None
+    local = Path(path[len(scheme[0]) :] if scheme is not None else path).absolute()
+    existing = next(p for p in (local, *local.parents) if p.exists())
+    if existing == local and not folder and existing.is_file():
+        return None if os.access(existing, os.W_OK) else _unwritable(setting, existing, path)
+    if not existing.is_dir():
+        return f"{setting}: {existing} is a file, where {path!r} needs a folder"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return _unwritable(setting, existing, path)
+    return None
+
+
+def _unwritable(setting: str, existing: Path, path: str) -> str:
+    return (
+        f"{setting}: {existing} is not writable by this user (uid {os.getuid()}), so {path!r} "
+        "cannot be written; fix the owner or mode of the folder, or the setting"
+    )

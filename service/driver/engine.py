@@ -8,19 +8,16 @@ start (`ConfigError`: exit 2; any other `DStreamsError`: exit 4), and `FailedWhi
 
 from __future__ import annotations
 
-import importlib
 import logging
 import re
 import signal
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from service.config.settings import InvalidConfig, Settings, storage_problems
-from service.driver.access import check_kafka_credentials, check_kafka_permissions
+from service.config.settings import Settings
 from service.driver.checkpoints import (
     CheckpointObserver,
     StateCheckpoints,
@@ -31,12 +28,15 @@ from service.driver.election import Election, make_election, warm_python_workers
 from service.driver.job_code import prepare_executors
 from service.driver.lifecycle import BatchLifecycle
 from service.driver.marker_retention import ForgettingJournal
-from service.driver.recovery import JournalLog, check_before_start, recover
-from service.driver.replication import check_replication
-from service.driver.scheduler import Scheduler, now_ms
+from service.driver.preflight import Preflight, run_startup_checks
+from service.driver.preflight import build_context as build_context  # its home until preflight
+from service.driver.preflight import check_storage as check_storage
+from service.driver.preflight import load_job as load_job
+from service.driver.recovery import JournalLog, recover
+from service.driver.scheduler import Scheduler
 from service.driver.spark import create_spark_context, driver_address
 from service.driver.warm_state import PreloadedCheckpoint, StatePreloader
-from service.errors import ConfigError, DStreamsError, FencedOut
+from service.errors import DStreamsError, FencedOut
 from service.graph.checkpoint_store import CheckpointStore
 from service.graph.context import StreamingContext
 from service.graph.sources import KafkaInputDStream
@@ -61,7 +61,6 @@ journal, which helps when the cause was passing (a broker, an executor, a sink d
 # The log line's prefix once Spark has started: refusals must come before it.
 SPARK_UP = "Spark started"
 
-Job = Callable[[StreamingContext], None]
 # The line naming an exception in a Python traceback (an executor's, inside a Spark job's error).
 _EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*: \S")
 
@@ -88,53 +87,6 @@ def failure_summary(error: BaseException) -> str:
             return named[-1]
     first = next((line.strip() for line in lines if line.strip()), "")
     return f"{type(error).__name__}: {first}"
-
-
-def load_job(reference: str) -> Job:
-    """Imports `module:function`, with a clear error when either part is missing."""
-    module_name, _, function_name = reference.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as error:
-        msg = f"job {reference!r}: cannot import module {module_name!r} ({error})"
-        raise ConfigError(msg) from error
-    job = getattr(module, function_name, None)
-    if not callable(job):
-        msg = f"job {reference!r}: module {module_name!r} has no function {function_name!r}"
-        raise ConfigError(msg)
-    return job  # type: ignore[no-any-return] # checked callable above
-
-
-def build_context(settings: Settings) -> StreamingContext:
-    """The job's graph, with sources and sinks made from `settings`.
-
-    Spark is not needed to build it (it comes later, through `attach_spark`), so a driver can
-    check the graph against its journal before paying for Spark's start.
-    """
-    from service.driver import late_records, wiring
-
-    ctx = StreamingContext(
-        None,
-        settings.app_id,
-        settings.batch_interval_ms,
-        settings.default_partitions,
-        sink_factory=lambda name: wiring.make_sink(settings, name),
-        source_factory=lambda name: wiring.make_kafka_source(settings, name),
-    )
-    ctx.dead_letters_enabled = settings.dead_letter.topic is not None
-    load_job(settings.job)(ctx)
-    for source in ctx.inputs:
-        if isinstance(source, KafkaInputDStream):
-            # The scheduler's batch times follow the wall clock: a batch of the down time may
-            # be planned empty from memory (`connectors.planner`, docs/architecture.md).
-            source.planner.clock_ms = now_ms
-    if ctx.dead_letters_enabled:
-        wiring.add_dead_letter_outputs(settings, ctx)
-    late_records.add_late_record_outputs(settings, ctx)
-    if not ctx.outputs:
-        msg = f"job {settings.job!r} declared no outputs; call stream.write(name) at least once"
-        raise ConfigError(msg)
-    return ctx
 
 
 class Service:
@@ -180,18 +132,13 @@ class Service:
                 self._job_zip_dir.cleanup()
 
     def _run(self) -> int:
-        from service.driver import wiring
-
         settings = self.settings
-        self.ctx = self._build_checked_context()
-        check_storage(settings, self.ctx)
-        journal = wiring.make_journal(settings)
-        check_replication(settings, self.ctx, self.observer.metrics)
-        # A damaged journal or a changed graph is refused now, in about a second, not after
-        # Spark has started; recovery checks again under the new epoch.
-        check_before_start(journal, self.ctx)
+        # Refusals come now, in about a second, not after Spark has started; recovery checks
+        # the journal and the graph again under the new epoch.
+        journal = self._check_before_start()
         self.sc = self._start_spark()
         spark = settings.spark
+        assert self.ctx is not None  # noqa: S101 - built by the checks
         self.ctx.attach_spark(self.sc, spark.stable_placement and not spark.parsed_master.is_local)
         if settings.standby.enabled and not self._await_election(journal):
             return EXIT_OK
@@ -208,16 +155,20 @@ class Service:
         log.info("stopped gracefully")
         return EXIT_OK
 
-    def _build_checked_context(self) -> StreamingContext:
-        # Credentials, TLS and ACLs first: a refusal is one message now, not a retry loop later.
-        secured = check_kafka_credentials(self.settings)
-        ctx = self.ctx = build_context(self.settings)  # closed by run() whatever happens next
+    def _check_before_start(self) -> Journal:
+        """Every start-up check (`service.driver.preflight`, the steps `dstreams check` runs);
+        the first failure raises. Returns the journal, not opened yet."""
+        preflight = Preflight(self.settings, self.observer.metrics)
+        try:
+            run_startup_checks(preflight)
+        finally:
+            self.ctx = preflight.ctx  # closed by run() whatever happens next
+        ctx = preflight.graph
         self.observer.lag_source = ctx.consumer_lag
         self.observer.lost_source = ctx.lost_offsets
         self.observer.stateful_source = ctx.stateful_streams
-        if secured:
-            check_kafka_permissions(self.settings, ctx)
-        return ctx
+        assert preflight.journal is not None  # noqa: S101 - the journal step made it
+        return preflight.journal
 
     def _make_lifecycle(
         self, ctx: StreamingContext, journal: Journal, epoch: int
@@ -322,15 +273,6 @@ class Service:
 
         signal.signal(signal.SIGTERM, request_stop)
         signal.signal(signal.SIGINT, request_stop)
-
-
-def check_storage(settings: Settings, ctx: StreamingContext) -> None:
-    """Refuses (`InvalidConfig`) a path that executors write but not all of them see. Settings
-    not made by load_settings (tests, embedders) are checked here too, and the checkpoint path
-    only where the graph keeps state: a stateless job never writes a checkpoint."""
-    problems = storage_problems(settings, stateful=bool(ctx.stateful_streams()))
-    if problems:
-        raise InvalidConfig(problems)
 
 
 def make_checkpoints(

@@ -65,7 +65,11 @@ class JournalWriter(Protocol):
     def journal_planned(self, plan: BatchPlan, fingerprint: str) -> None: ...
 
     def journal_completed(
-        self, batch_time: int, outputs: dict[str, int], skipped: tuple[OffsetRange, ...] = ()
+        self,
+        batch_time: int,
+        outputs: dict[str, int],
+        skipped: tuple[OffsetRange, ...] = (),
+        partitions: dict[str, int] | None = None,
     ) -> None: ...
 
 
@@ -177,7 +181,9 @@ class BatchLifecycle:
         faults.crash_point("before-completed")
         if self.journal is not None:
             rows = {result.name: result.rows for result in results}
-            self.journal.journal_completed(batch_time, rows, skipped)
+            # Each output's task count: the number of sink markers the audit expects.
+            partitions = {result.name: result.partitions for result in results}
+            self.journal.journal_completed(batch_time, rows, skipped, partitions)
 
     def acknowledge(self, plan: BatchPlan) -> None:
         faults.crash_point("before-ack")

@@ -59,9 +59,14 @@ class JournalLog:
         self._graph_written = True
 
     def journal_completed(
-        self, batch_time: int, outputs: dict[str, int], skipped: tuple[OffsetRange, ...] = ()
+        self,
+        batch_time: int,
+        outputs: dict[str, int],
+        skipped: tuple[OffsetRange, ...] = (),
+        partitions: dict[str, int] | None = None,
     ) -> None:
-        self._append(CompletedRecord(self.epoch, batch_time, outputs, skipped))
+        record = CompletedRecord(self.epoch, batch_time, outputs, skipped, partitions or {})
+        self._append(record)
 
     def journal_checkpoint(self, batch_time: int, refs: dict[str, str]) -> None:
         self._append(CheckpointRecord(self.epoch, batch_time, refs))
@@ -105,13 +110,15 @@ def recover(
     return RecoveryResult(epoch, replayed, next_time, seconds, recomputed)
 
 
-def check_before_start(journal: Journal, ctx: StreamingContext) -> None:
+def check_before_start(journal: Journal, ctx: StreamingContext) -> JournalState:
     """Steps 2–3 ahead of time, without an epoch: refuses a damaged journal or a changed graph
-    before the driver starts Spark. The journal may not exist yet (a first start)."""
+    before the driver starts Spark. The journal may not exist yet (a first start). Returns
+    what it read, for `dstreams check` to describe."""
     started = time.monotonic()
     state = read_state(journal)
     check_graph(state, ctx)
     log.info("journal and graph checked (%.2fs)", time.monotonic() - started)
+    return state
 
 
 def read_state(journal: Journal) -> JournalState:

@@ -94,6 +94,9 @@ class CompletedRecord:
     `skipped` lists the offsets the batch could not read because retention deleted them first
     (only a source with fail_on_data_loss off goes on without them); the key is left out when
     there are none, so older builds read these records as they always did.
+
+    `partitions` names each output's number of tasks, hence of sink markers, for the audit
+    (`dstreams audit`); records written before it existed read as `{}` ("not recorded").
     """
 
     TYPE: ClassVar[str] = "completed"
@@ -102,6 +105,7 @@ class CompletedRecord:
     batch_time: int
     outputs: dict[str, int] = field(default_factory=dict)
     skipped: tuple[OffsetRange, ...] = ()
+    partitions: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "skipped", tuple(sorted(self.skipped)))
@@ -114,13 +118,16 @@ class CompletedRecord:
         }
         if self.skipped:
             data["skipped"] = [r.to_json() for r in self.skipped]
+        if self.partitions:
+            data["partitions"] = self.partitions
         return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> CompletedRecord:
         outputs = {str(k): int(v) for k, v in _dict(data, "outputs").items()}
         skipped = tuple(OffsetRange.from_json(r) for r in data.get("skipped", []))
-        return cls(_int(data, "epoch"), _int(data, "batch_time"), outputs, skipped)
+        partitions = {str(k): int(v) for k, v in _dict(data, "partitions").items()}
+        return cls(_int(data, "epoch"), _int(data, "batch_time"), outputs, skipped, partitions)
 
 
 @dataclass(frozen=True)

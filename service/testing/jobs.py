@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from service.driver.engine import Job, load_job
+from service.driver.preflight import Job, load_job
 from service.errors import ConfigError
 from service.graph.context import StreamingContext
 from service.graph.dstream import DStream

@@ -42,7 +42,8 @@ def journal_outage(
             if isinstance(source, KafkaInputDStream)
         }
         log.journal_planned(BatchPlan(batch_time, plans), ctx.fingerprint())
-        log.journal_completed(batch_time, {output.name: 0 for output in ctx.outputs})
+        nothing = {output.name: 0 for output in ctx.outputs}
+        log.journal_completed(batch_time, nothing, (), nothing)
     finally:
         journal.close()
         ctx.close()

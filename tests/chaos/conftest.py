@@ -13,6 +13,9 @@ reads every sink back:
   and no batch folder lacks `_SUCCESS`.
 - The journal validates, has no pending batch, and its non-empty completed batches are exactly the
   batches every sink holds.
+- `dstreams audit` finds no violation: the journal's offsets planned exactly once, and every
+  (output, batch, partition) of the Kafka and PostgreSQL outputs and of the dead letters committed
+  exactly once, with the data their markers name.
 
 Each test gets its own topics, app id, PostgreSQL database and work folder, and every service
 process it starts is SIGKILLed (by PID) at teardown if still running.
@@ -34,6 +37,7 @@ from typing import Any
 
 import psycopg
 import pytest
+import yaml
 from confluent_kafka import (
     OFFSET_BEGINNING,
     Consumer,
@@ -45,7 +49,8 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from connectors.kafka_client import end_offsets
-from service.cli.sink_audit import check_file_output
+from service.cli.sink_audit import check_file_output, check_outputs
+from service.config.settings import Settings
 from service.dev.brokers import create_topic
 from service.dev.service_process import ServiceProcess
 from service.graph.functions import words_of
@@ -379,6 +384,7 @@ class ChaosApp:
         }
         assert journal_batches, "the journal holds no completed batch with input"
         report.journal_batches = journal_batches
+        self._audit_outputs(state, outputs)
         if KAFKA_OUT in outputs:
             report.kafka = self._verify_kafka(expected, journal_batches)
         if PG_OUT in outputs:
@@ -386,6 +392,27 @@ class ChaosApp:
         if FILES_OUT in outputs:
             report.files = self._verify_files(expected, journal_batches)
         return report
+
+    def _audit_outputs(self, state: JournalState, outputs: tuple[str, ...]) -> None:
+        """What `dstreams audit --config` checks of the Kafka and PostgreSQL outputs and the
+        dead letters, from the journal the verifier read (every batch, snapshots left out)."""
+        audited = [
+            check
+            for check in check_outputs(self.audit_settings(), state)
+            if check.output in outputs and check.output != FILES_OUT or check.kind == "dead-letters"
+        ]
+        assert all(check.checked for check in audited), audited
+        violations = [v.message for check in audited for v in check.violations]
+        assert not violations, violations
+
+    def audit_settings(self) -> Settings:
+        """The last driver's settings, with the harness's PLAINTEXT access to Kafka (a secured
+        test's service user may not read its own output topic back)."""
+        config = self.config()
+        if self.services:
+            config = yaml.safe_load(self.services[-1].config_path.read_text())
+        config["kafka"] = {"bootstrap_servers": self.bootstrap, "require_replication": False}
+        return Settings.model_validate(config)
 
     def _verify_kafka(self, expected: Counter[str], batches: set[int]) -> Counter[str]:
         totals: Counter[str] = Counter()

@@ -29,6 +29,7 @@ EXAMPLES: list[AnyRecord] = [
     PlannedRecord(3, 1_000, RANGES, "fp1"),
     PlannedRecord(3, 2_000, (), "fp1", {"files": {"next": "a.csv"}}),
     CompletedRecord(3, 1_000, {"counts": 12, "dlq": 0}),
+    CompletedRecord(3, 2_000, {"counts": 3, "dlq": 0}, partitions={"counts": 4, "dlq": 0}),
     CheckpointRecord(3, 1_000, {"state-0": "file:///ckpt/1000"}),
     SnapshotRecord(4, (EpochRecord(3, 1, "a"), PlannedRecord(3, 1_000, RANGES, "fp1"))),
 ]
@@ -115,3 +116,18 @@ def test_nested_snapshot_is_refused() -> None:
 
 def test_errors_share_the_journal_root() -> None:
     assert issubclass(UnknownRecordVersion, JournalError)
+
+
+def test_a_completed_record_of_an_older_build_reads_with_no_partitions() -> None:
+    """Records written before `partitions` existed still read; the audit says what it lacks."""
+    old = {"v": 1, "type": "completed", "epoch": 3, "batch_time": 1_000, "outputs": {"c": 2}}
+    record = decode_record(old)
+    assert record == CompletedRecord(3, 1_000, {"c": 2})
+    assert isinstance(record, CompletedRecord) and record.partitions == {}
+    assert "partitions" not in record.to_json()  # and is written as an older build wrote it
+
+
+def test_a_completed_record_names_each_outputs_partitions() -> None:
+    record = CompletedRecord(3, 1_000, {"c": 2}, partitions={"c": 4})
+    assert record.to_json()["partitions"] == {"c": 4}
+    assert decode_bytes(encode_bytes(record)) == record

@@ -55,7 +55,7 @@ class RecordingOutput:
 
     def run(self, app: str, plan: BatchPlan) -> OutputResult:
         self.plans.append(plan)
-        return OutputResult(self.name, 0, 0, 0)
+        return OutputResult(self.name, len(plan.ranges), 0, 0)
 
     def commit(self, app: str, batch_time: int, result: OutputResult) -> None:
         """Nothing to commit."""
@@ -65,14 +65,20 @@ class RecordingJournal:
     def __init__(self) -> None:
         self.planned: list[BatchPlan] = []
         self.completed: list[int] = []
+        self.partitions: list[dict[str, int] | None] = []
 
     def journal_planned(self, plan: BatchPlan, fingerprint: str) -> None:
         self.planned.append(plan)
 
     def journal_completed(
-        self, batch_time: int, outputs: dict[str, int], skipped: tuple[OffsetRange, ...] = ()
+        self,
+        batch_time: int,
+        outputs: dict[str, int],
+        skipped: tuple[OffsetRange, ...] = (),
+        partitions: dict[str, int] | None = None,
     ) -> None:
         self.completed.append(batch_time)
+        self.partitions.append(partitions)
 
 
 @dataclass
@@ -169,3 +175,9 @@ def test_offsets_are_acknowledged_only_when_they_moved() -> None:
         r.batches.replay(replay)
     moved = r.batches.run_new(12_000).plan
     assert r.acknowledged == [replay, moved]
+
+
+def test_the_completed_record_names_each_outputs_tasks_for_the_audit() -> None:
+    r = rig()
+    r.batches.run_new(10_000)
+    assert r.journal.partitions == [{"recording": 2}]  # a task per range of the two sources

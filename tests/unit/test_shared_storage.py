@@ -3,13 +3,14 @@ every executor can see them."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from service.config.masters import SparkMaster, parse_master
 from service.config.settings import FilesSinkSettings, InvalidConfig, Settings, load_settings
-from service.config.storage import shared_path_problem
+from service.config.storage import shared_path_problem, writable_problem
 from service.driver.engine import build_context, check_storage
 
 K8S = parse_master("k8s://https://kubernetes.default.svc")
@@ -110,3 +111,33 @@ def test_the_same_file_is_fine_in_local_mode(tmp_path: Path) -> None:
     )
     sink = load_settings(config, {}).sinks["a"]
     assert isinstance(sink, FilesSinkSettings) and sink.path == "out"
+
+
+# --- writable paths (a check of `dstreams check` and of the driver's start) ---------------------
+
+
+def test_a_path_not_made_yet_is_writable_where_its_nearest_folder_is(tmp_path: Path) -> None:
+    assert writable_problem("sinks.o.path", str(tmp_path / "a" / "b")) is None
+    assert writable_problem("journal.path", f"file://{tmp_path}/j", folder=False) is None
+
+
+def test_a_file_where_a_folder_must_be_is_named(tmp_path: Path) -> None:
+    (tmp_path / "out").write_text("")
+    problem = writable_problem("sinks.o.path", str(tmp_path / "out" / "counts"))
+    assert problem == (
+        f"sinks.o.path: {tmp_path / 'out'} is a file, where "
+        f"{str(tmp_path / 'out' / 'counts')!r} needs a folder"
+    )
+
+
+def test_a_uri_of_another_file_system_is_left_to_it() -> None:
+    assert writable_problem("checkpoint.path", "s3a://bucket/checkpoints") is None
+
+
+@pytest.mark.skipif(os.getuid() == 0, reason="root may write anywhere: nothing to refuse")
+def test_a_read_only_folder_is_refused_naming_the_user(tmp_path: Path) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    problem = writable_problem("checkpoint.path", str(locked / "ckpt"))
+    assert problem is not None
+    assert problem.startswith(f"checkpoint.path: {locked} is not writable by this user")

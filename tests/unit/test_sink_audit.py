@@ -75,6 +75,13 @@ def test_a_batch_the_journal_completed_that_the_sink_never_saw_is_caught(sink: F
     assert "output counts batch 5000 is journaled as completed" in violations[0].message
 
 
+def test_a_success_marker_naming_other_parts_than_the_journal_is_caught(sink: FileSink) -> None:
+    tasks = {1000: PARTITIONS, 2000: PARTITIONS + 1, 3000: None}  # 3000: an older journal
+    [violation] = check_file_output(sink, "counts", TIMES, tasks)
+    assert violation.kind == "partitions-mismatch"
+    assert violation.message.endswith("names 2 parts, the journal 3")
+
+
 # --- `dstreams audit --config` over the journal and the files sink ----------------------------
 
 
