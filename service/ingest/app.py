@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any, Protocol
 
+from connectors.codecs import Codec, resolve_codec
 from connectors.kafka_client import (
     JAVA_PLACEMENT,
     broker_setting,
@@ -122,7 +123,7 @@ class IngestService:
         )
         self.writer.start()
         self.server = RoutedServer(
-            IngestRoutes(self.writer, self.topics, self._limits(), self.metrics),
+            IngestRoutes(self.writer, self.topics, self._limits(), self.metrics, self._decoders()),
             self.ingest.host,
             self.ingest.port,
             label="ingest",
@@ -139,6 +140,14 @@ class IngestService:
             self.writer.stop()
         if self.server is not None:
             self.server.stop()
+
+    def _decoders(self) -> dict[str, Codec]:
+        """Each source's decoder as its reads build it: records are checked with it at the door."""
+        registry = self.settings.schema_registry
+        return {
+            name: resolve_codec(self.settings.sources[name].decoder(registry))
+            for name in self.topics
+        }
 
     def _limits(self) -> EndpointLimits:
         ingest = self.ingest

@@ -4,8 +4,11 @@ Answers to POST /ingest/<source> (JSON bodies; see the README's "Ingest" section
 
 - 200 ``{"records": n, "duplicate": false}``: every record is on the in-sync replicas;
   ``"duplicate": true``: the Idempotency-Key was already written, nothing was written again.
-- 400 malformed (bad JSON, bad key), 404 unknown source, 405 not POST, 411 no Content-Length,
-  413 too large (body, record count or one record), 415 unsupported Content-Type: nothing written.
+- 400 malformed (bad JSON, bad key), 404 unknown source (the answer does not list the sources),
+  405 not POST, 411 no Content-Length, 413 too large (body, record count or one record), 415
+  unsupported Content-Type, 422 a record the source's codec or parse function refuses: nothing
+  written. When one record is at fault the answer names it: ``{"error": ..., "record": n}``
+  (counted from 1).
 - 409 a request with the same Idempotency-Key is being written now (retry after Retry-After);
   422 the key was first used for a different request.
 - 503 with Retry-After: not acknowledged (too few in-sync replicas, brokers down, producer
@@ -25,6 +28,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Protocol
 
+from connectors.codecs import Codec, decode_bytes
 from service.ingest.metrics import UNKNOWN_SOURCE, IngestMetrics
 from service.ingest.parsing import (
     IDEMPOTENCY_HEADER,
@@ -82,9 +86,12 @@ class IngestRoutes:
         topics: Mapping[str, str],
         limits: EndpointLimits,
         metrics: IngestMetrics,
+        decoders: Mapping[str, Codec] | None = None,
     ) -> None:
         self.writer = writer
         self.topics = dict(topics)
+        # Each source's decoder (its codec and parse function), as the job reads with it.
+        self.decoders = dict(decoders or {})
         self.limits = limits
         self.metrics = metrics
         self._slots = threading.BoundedSemaphore(limits.max_in_flight)
@@ -115,8 +122,8 @@ class IngestRoutes:
         if request.method != "POST":
             reply = self._error(405, "send records with POST", ("Allow", "POST"))
         elif topic is None:
-            known = ", ".join(sorted(self.topics)) or "none"
-            reply = self._error(404, f"no ingest source {source!r}; known: {known}")
+            # Which sources exist is not told to whoever asks (the README lists them).
+            reply = self._error(404, "no such ingest source")
         elif not self._slots.acquire(blocking=False):
             busy = f"{self.limits.max_in_flight} requests are in flight already; retry later"
             reply = self._unavailable(busy)
@@ -139,10 +146,11 @@ class IngestRoutes:
         try:
             body = self._body(request)
             content_type = request.headers.get("Content-Type")
-            records = parse_records(content_type, request.query, body, self.limits.records)
+            decoder = self.decoders.get(source, decode_bytes)
+            records = parse_records(content_type, request.query, body, self.limits.records, decoder)
             key = checked_idempotency_key(request.headers.get(IDEMPOTENCY_HEADER))
         except RequestRejected as rejected:
-            return self._error(rejected.status, rejected.message)
+            return self._refused(rejected)
         print_ = fingerprint(source, content_type, request.query, body)
         future = self.writer.submit(IngestRequest(source, topic, records, key, print_))
         try:
@@ -178,6 +186,12 @@ class IngestRoutes:
             return self._unavailable(answer.detail)
         retry = ("Retry-After", str(self.limits.retry_after_s))
         return self._error(status, answer.detail, *((retry,) if status == 409 else ()))
+
+    def _refused(self, rejected: RequestRejected) -> Reply:
+        document: dict[str, object] = {"error": rejected.message}
+        if rejected.record is not None:
+            document["record"] = rejected.record
+        return json_reply(rejected.status, document)
 
     def _unavailable(self, detail: str) -> Reply:
         return self._error(503, detail, ("Retry-After", str(self.limits.retry_after_s)))

@@ -151,7 +151,8 @@ def test_oversized_requests_are_413_and_never_reach_the_writer(endpoint: Endpoin
 
 def test_unknown_sources_methods_and_types(endpoint: Endpoint) -> None:
     status, _, body = endpoint.post("/ingest/nope", b"1\n")
-    assert status == 404 and "known: lines" in str(body["error"])
+    # Issue #25: a 404 no longer lists the sources (it once said "known: lines").
+    assert status == 404 and "lines" not in json.dumps(body)
     status, _, _ = endpoint.post(
         "/ingest/lines", b"a=1", {"Content-Type": "application/x-www-form-urlencoded"}
     )
@@ -239,3 +240,24 @@ def test_ingest_metrics_are_exposed_with_their_types(endpoint: Endpoint) -> None
 def test_an_unknown_outcome_is_refused_by_the_metrics() -> None:
     with pytest.raises(ValueError, match="not one of"):
         IngestMetrics(["lines"], process_metrics=False).answered("lines", "maybe")
+
+
+def test_a_record_the_sources_decoder_refuses_is_422_naming_it() -> None:
+    from connectors.codecs import get_codec
+
+    writer = ScriptedWriter()
+    metrics = IngestMetrics(["lines"], process_metrics=False)
+    limits = EndpointLimits(
+        max_request_bytes=1000, records=Limits(5, 100), max_in_flight=1, wait_s=5
+    )
+    routes = IngestRoutes(writer, {"lines": "t"}, limits, metrics, {"lines": get_codec("utf-8")})
+    server = RoutedServer(routes, "127.0.0.1", 0, keep_alive=True)
+    endpoint = Endpoint(writer, metrics, server.start())
+    try:
+        status, _, body = endpoint.post(
+            "/ingest/lines", b"fine\n\xff\n", {"Content-Type": "text/plain"}
+        )
+        assert (status, body["record"]) == (422, 1)
+        assert writer.received == []
+    finally:
+        server.stop()
