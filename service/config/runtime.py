@@ -123,10 +123,22 @@ class IngestSettings(ConfigModel):
 
     enabled: bool = False
     """Also serve the endpoint inside `dstreams run` (`dstreams ingest` always serves it)."""
-    # All interfaces: in a pod, clients connect from outside.
-    host: str = "0.0.0.0"  # noqa: S104
+    host: str = "127.0.0.1"
+    """Address to listen on; loopback by default. In a pod, where clients connect from outside,
+    0.0.0.0 (the chart sets it), with TLS and tokens configured."""
     port: int = Field(default=8081, ge=0, le=65535)
     """0 picks a free port (tests)."""
+    header_timeout_ms: DurationMs = 10_000
+    """A request's head (request line and headers) must arrive within this of the connection
+    opening or of the previous answer on it; else the connection is closed."""
+    body_timeout_ms: DurationMs = 30_000
+    """A request's whole body must arrive within this of its head (408 after it): a client
+    trickling bytes cannot hold a connection longer."""
+    keep_alive_ms: DurationMs = 5_000
+    """A kept-alive connection idle this long between requests is closed."""
+    max_connections: int = Field(default=4096, ge=1)
+    """Open connections (idle ones included) beyond which a request is answered 503 and its
+    connection closed. Each costs a socket (a file descriptor), not a thread."""
     sources: list[Name] = Field(default_factory=list)
     """Sources that accept records at POST /ingest/<source>; each must read exactly one topic.
     Empty: every source that reads exactly one topic."""

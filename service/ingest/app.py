@@ -36,12 +36,13 @@ from connectors.kafka_client import (
 from connectors.replication import Requirement, TopicUse, enforce
 from service.config.settings import Settings
 from service.errors import ConfigError, IngestError
+from service.ingest.asgi import IngestApp
 from service.ingest.endpoint import EndpointLimits, IngestRoutes
 from service.ingest.keys import KeyLedger, default_keys_topic, ensure_keys_topic, read_keys
 from service.ingest.metrics import IngestMetrics
 from service.ingest.parsing import Limits
+from service.ingest.server import IngestServer, ServerOptions
 from service.ingest.writer import IngestWriter
-from service.observe.http import RoutedServer
 
 log = logging.getLogger(__name__)
 EXIT_OK = 0
@@ -99,7 +100,7 @@ class IngestService:
         self.ledger = KeyLedger(self.ingest.key_retention_ms)
         self.metrics.watch_keys(lambda: len(self.ledger))
         self.writer: IngestWriter | None = None
-        self.server: RoutedServer | None = None
+        self.server: IngestServer | None = None
 
     @property
     def fenced(self) -> bool:
@@ -122,12 +123,11 @@ class IngestService:
             on_ready=self.metrics.set_ready,
         )
         self.writer.start()
-        self.server = RoutedServer(
-            IngestRoutes(self.writer, self.topics, self._limits(), self.metrics, self._decoders()),
-            self.ingest.host,
-            self.ingest.port,
-            label="ingest",
-            keep_alive=True,
+        routes = IngestRoutes(
+            self.writer, self.topics, self._limits(), self.metrics, self._decoders()
+        )
+        self.server = IngestServer(
+            IngestApp(routes, self.ingest.body_timeout_ms / 1000), self._server_options()
         )
         port = self.server.start()
         sources = ", ".join(f"{s} -> {t}" for s, t in sorted(self.topics.items()))
@@ -148,6 +148,17 @@ class IngestService:
             name: resolve_codec(self.settings.sources[name].decoder(registry))
             for name in self.topics
         }
+
+    def _server_options(self) -> ServerOptions:
+        ingest = self.ingest
+        return ServerOptions(
+            host=ingest.host,
+            port=ingest.port,
+            header_timeout_s=ingest.header_timeout_ms / 1000,
+            body_timeout_s=ingest.body_timeout_ms / 1000,
+            keep_alive_s=ingest.keep_alive_ms / 1000,
+            max_connections=ingest.max_connections,
+        )
 
     def _limits(self) -> EndpointLimits:
         ingest = self.ingest

@@ -388,17 +388,19 @@ class IngestWriter:
     def _after_failure(self, group: _Group, failure: Exception) -> None:
         """Answer the group unavailable; keep the producer only if the abort was clean."""
         error = failure.args[0] if failure.args else failure
-        detail = f"not acknowledged by the in-sync replicas: {_describe(error)}"
+        # The client gets the error's name only; Kafka's text (brokers, paths) stays in the log.
+        detail = f"not acknowledged by the in-sync replicas ({_name_of(failure)}); retry"
+        cause = _describe(error)
         keep = False
         if isinstance(error, KafkaError) and is_fenced(error):
             self.fenced = True
-            log.critical("ingest producer fenced by a newer endpoint of this app: %s", detail)
+            log.critical("ingest producer fenced by a newer endpoint of this app: %s", cause)
             detail = "fenced by a newer ingest endpoint of this app"
         elif self._abort_cleanly():
             keep = True
-            log.warning("ingest transaction aborted (%d requests): %s", len(group.pending), detail)
+            log.warning("ingest transaction aborted (%d requests): %s", len(group.pending), cause)
         else:
-            log.warning("ingest transaction outcome unknown; new producer: %s", detail)
+            log.warning("ingest transaction outcome unknown; new producer: %s", cause)
         if not keep:
             # Not ready before anyone is answered: a retry must wait for the keys to be re-read.
             self._discard_producer()
@@ -443,6 +445,14 @@ def _purge(producer: Any) -> None:
         producer.flush(0)
     except Exception:  # a producer in a fatal state may refuse; it is discarded anyway
         log.debug("purging a discarded ingest producer failed", exc_info=True)
+
+
+def _name_of(failure: Exception) -> str:
+    """The error's code name (e.g. NOT_ENOUGH_REPLICAS), or the deadline that passed."""
+    if isinstance(failure, _Expired):
+        return "no acknowledgement in time"
+    error: Any = failure.args[0] if failure.args else None
+    return str(error.name()) if hasattr(error, "name") else "unexpected error"
 
 
 def _describe(error: Any) -> str:
