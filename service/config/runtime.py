@@ -134,8 +134,10 @@ class IngestSettings(ConfigModel):
     body_timeout_ms: DurationMs = 30_000
     """A request's whole body must arrive within this of its head (408 after it): a client
     trickling bytes cannot hold a connection longer."""
-    keep_alive_ms: DurationMs = 5_000
-    """A kept-alive connection idle this long between requests is closed."""
+    keep_alive_ms: DurationMs = 75_000
+    """A kept-alive connection idle this long between requests is closed. Longer than a load
+    balancer's idle timeout (60 s on common ones), so the balancer, not the endpoint, closes an
+    idle connection and never sends a request on one being closed."""
     max_connections: int = Field(default=4096, ge=1)
     """Open connections (idle ones included) beyond which a request is answered 503 and its
     connection closed. Each costs a socket (a file descriptor), not a thread."""

@@ -52,7 +52,7 @@ class ServerOptions:
     """0 picks a free port."""
     header_timeout_s: float = 10.0
     body_timeout_s: float = 30.0
-    keep_alive_s: float = 5.0
+    keep_alive_s: float = 75.0
     max_connections: int = 4096
     max_header_bytes: int = 16 << 10
     tls: TlsFiles | None = None
