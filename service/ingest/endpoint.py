@@ -13,6 +13,8 @@ Answers to POST /ingest/<source> (JSON bodies; see the README's "Ingest" section
   unsupported Content-Type, 422 a record the source's codec or parse function refuses: nothing
   written. When one record is at fault the answer names it: ``{"error": ..., "record": n}``
   (counted from 1).
+- 413/422 after Kafka refused a record as too large for the topic or invalid: nothing of the
+  request written (the other requests of its transaction are written in the next one).
 - 409 a request with the same Idempotency-Key is being written now (retry after Retry-After);
   422 the key was first used for a different request.
 - 503 with Retry-After: not acknowledged (too few in-sync replicas, brokers down, producer
@@ -53,6 +55,8 @@ _STATUS_OF = {
     "unavailable": 503,
     "in_progress": 409,
     "mismatch": 422,
+    "too_large": 413,
+    "invalid": 422,
 }
 
 

@@ -56,7 +56,21 @@ _RECONNECT_PAUSE_S = (0.2, 5.0)
 # Bounds init_transactions() and an abort; a coordinator slower than this is unavailable.
 INIT_TIMEOUT_S = 30.0
 
-Outcome = Literal["written", "duplicate", "unavailable", "in_progress", "mismatch"]
+Outcome = Literal[
+    "written", "duplicate", "unavailable", "in_progress", "mismatch", "too_large", "invalid"
+]
+# Kafka errors that are the request's own fault: a retry fails the same way. That request is
+# answered 413/422; the rest of its group is written in a new transaction.
+_REFUSALS: dict[int, tuple[Outcome, str]] = {
+    KafkaError.MSG_SIZE_TOO_LARGE: ("too_large", "a record is larger than the topic accepts"),
+    KafkaError.RECORD_LIST_TOO_LARGE: (
+        "too_large",
+        "the records are larger than the topic accepts",
+    ),
+    KafkaError.INVALID_MSG_SIZE: ("too_large", "a record is larger than the topic accepts"),
+    KafkaError.INVALID_RECORD: ("invalid", "the topic refused a record as invalid"),
+    KafkaError.INVALID_MSG: ("invalid", "the topic refused a record as invalid"),
+}
 
 
 @dataclass(frozen=True)
@@ -84,7 +98,9 @@ class Answer:
     @property
     def outcome_label(self) -> str:
         """The outcome as `dstreams_ingest_requests_total` counts it."""
-        return "conflict" if self.outcome in ("in_progress", "mismatch") else self.outcome
+        if self.outcome in ("in_progress", "mismatch"):
+            return "conflict"
+        return "rejected" if self.outcome == "invalid" else self.outcome
 
 
 @dataclass
@@ -93,6 +109,17 @@ class _Pending:
     future: Future[Answer]
     submitted: float
     deadline: float
+    refusal: int | None = None
+    """The code of a Kafka error that refused one of its records (see `_REFUSALS`)."""
+    acknowledged: threading.Event | None = None
+    """Set by its first record's delivery report (the group's first request only)."""
+
+    def report(self, error: Any, message: Any) -> None:
+        """A delivery report of one of its records (on the writer thread)."""
+        if error is not None and error.code() in _REFUSALS:
+            self.refusal = error.code()
+        if self.acknowledged is not None:
+            self.acknowledged.set()
 
 
 @dataclass
@@ -298,8 +325,9 @@ class IngestWriter:
         first_ack: threading.Event | None = None,
     ) -> None:
         for index, item in enumerate(pending):
-            report = first_ack if index == 0 else None
-            self._produce_request(item.request, deadline, report)
+            if index == 0:
+                item.acknowledged = first_ack
+            self._produce_request(item, deadline)
             entry = self._key_entry(item.request)
             if entry is not None:
                 entries[str(item.request.key)] = entry
@@ -319,13 +347,17 @@ class IngestWriter:
             if late:
                 self._produce_requests(late, entries, group.deadline)
 
-    def _produce_request(
-        self, request: IngestRequest, deadline: float, first_ack: threading.Event | None
-    ) -> None:
+    def _produce_request(self, item: _Pending, deadline: float) -> None:
+        from confluent_kafka import KafkaException
+
+        request = item.request
         headers = () if request.key is None else ((KEY_HEADER, request.key.encode()),)
-        for index, record in enumerate(request.records):
-            report = first_ack if index == 0 else None
-            self._produce(request.topic, record.key, record.value, headers, deadline, report)
+        try:
+            for record in request.records:
+                self._produce(request.topic, record.key, record.value, headers, deadline, item)
+        except KafkaException as exc:  # refused at once, e.g. larger than the producer allows
+            item.report(exc.args[0], None)
+            raise
 
     def _produce(
         self,
@@ -334,11 +366,11 @@ class IngestWriter:
         value: bytes,
         headers: tuple[tuple[str, bytes], ...],
         deadline: float,
-        delivered: threading.Event | None = None,
+        reported: _Pending | None = None,
     ) -> None:
         extra: dict[str, Any] = {}
-        if delivered is not None:
-            extra["on_delivery"] = lambda error, message: delivered.set()
+        if reported is not None:
+            extra["on_delivery"] = reported.report
         while True:
             try:
                 self._producer.produce(topic, value, key, headers=list(headers), **extra)
@@ -386,7 +418,9 @@ class IngestWriter:
     # --- failures -----------------------------------------------------------------------------
 
     def _after_failure(self, group: _Group, failure: Exception) -> None:
-        """Answer the group unavailable; keep the producer only if the abort was clean."""
+        """Answer the group unavailable (or, when some of its requests were refused for what
+        they hold, those refused and the others written again); keep the producer only if the
+        abort was clean."""
         error = failure.args[0] if failure.args else failure
         # The client gets the error's name only; Kafka's text (brokers, paths) stays in the log.
         detail = f"not acknowledged by the in-sync replicas ({_name_of(failure)}); retry"
@@ -404,12 +438,31 @@ class IngestWriter:
         if not keep:
             # Not ready before anyone is answered: a retry must wait for the keys to be re-read.
             self._discard_producer()
+        refused = [p for p in group.pending if p.refusal is not None]
+        if refused and not self.fenced:
+            self._refuse_and_retry_the_rest(group, refused)
+            return
         with self._lock:
             for pending in group.pending:
                 self._in_flight.discard(pending.request.key or "")
         for pending in group.pending:
             count = len(pending.request.records)
             pending.future.set_result(Answer("unavailable", count, detail))
+
+    def _refuse_and_retry_the_rest(self, group: _Group, refused: list[_Pending]) -> None:
+        """Answer the refused requests; the others go back to the front of the queue, to be
+        written in the next transaction within their own deadlines."""
+        others = [p for p in group.pending if p.refusal is None]
+        with self._lock:
+            for pending in refused:
+                self._in_flight.discard(pending.request.key or "")
+            for pending in reversed(others):
+                pending.acknowledged = None
+                self._queue.appendleft(pending)
+            self._lock.notify()
+        for pending in refused:
+            outcome, detail = _REFUSALS[pending.refusal or 0]
+            pending.future.set_result(Answer(outcome, len(pending.request.records), detail))
 
     def _abort_cleanly(self) -> bool:
         """Abort the open transaction; True when the broker confirmed it (nothing visible)."""

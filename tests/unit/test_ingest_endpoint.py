@@ -168,9 +168,20 @@ def test_a_missing_content_length_is_411_and_a_chunked_body_is_taken(endpoint: E
             b"POST /ingest/lines HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-ndjson\r\n"
             b"Transfer-Encoding: chunked\r\n\r\n2\r\n1\n\r\n0\r\n\r\n"
         )
-        assert sock.recv(4096).startswith(b"HTTP/1.1 200")
+        assert whole_reply(sock).startswith(b"HTTP/1.1 200")
         sock.sendall(b"POST /ingest/lines HTTP/1.1\r\nHost: x\r\n\r\n")
-        assert sock.recv(4096).startswith(b"HTTP/1.1 411")
+        assert whole_reply(sock).startswith(b"HTTP/1.1 411")
+
+
+def whole_reply(sock: socket.socket) -> bytes:
+    """One reply with a JSON body (head and body may come in separate segments)."""
+    received = b""
+    while not received.endswith(b"}"):
+        piece = sock.recv(4096)
+        if not piece:
+            break
+        received += piece
+    return received
 
 
 def test_unavailable_is_503_with_retry_after(endpoint: Endpoint) -> None:
@@ -263,3 +274,12 @@ def test_a_record_the_sources_decoder_refuses_is_422_naming_it() -> None:
         assert writer.received == []
     finally:
         server.stop()
+
+
+def test_records_kafka_refuses_are_413_or_422_for_that_request(endpoint: Endpoint) -> None:
+    endpoint.writer.answer = Answer("too_large", 1, "a record is larger than the topic accepts")
+    status, headers, body = endpoint.post("/ingest/lines", b"1\n")
+    assert status == 413 and "Retry-After" not in headers and "larger" in str(body["error"])
+    endpoint.writer.answer = Answer("invalid", 1, "the topic refused a record as invalid")
+    assert endpoint.post("/ingest/lines", b"1\n")[0] == 422
+    assert endpoint.requests_total("too_large") == 1 and endpoint.requests_total("rejected") == 1
