@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from service.config.masters import SparkMaster, parse_master
 from service.config.model import ConfigModel
@@ -118,6 +118,43 @@ class BackpressureSettings(ConfigModel):
     derived: float = Field(default=0.0, ge=0)
 
 
+class IngestTlsSettings(ConfigModel):
+    """TLS of the ingest endpoint (PEM files; a Kubernetes TLS Secret mounts tls.crt and
+    tls.key)."""
+
+    cert_file: str | None = None
+    """The server's certificate chain; set with key_file to serve HTTPS only."""
+    key_file: str | None = None
+    client_ca_file: str | None = None
+    """Set: clients must present a certificate signed by one of these CAs (mutual TLS)."""
+
+    @property
+    def enabled(self) -> bool:
+        return self.cert_file is not None
+
+    @model_validator(mode="after")
+    def _files_together(self) -> IngestTlsSettings:
+        if (self.cert_file is None) != (self.key_file is None):
+            msg = "ingest.tls needs both cert_file and key_file (or neither, for plain HTTP)"
+            raise ValueError(msg)
+        if self.client_ca_file is not None and self.cert_file is None:
+            msg = "ingest.tls.client_ca_file needs cert_file and key_file (mutual TLS is TLS)"
+            raise ValueError(msg)
+        return self
+
+
+class IngestAuthSettings(ConfigModel):
+    """Bearer tokens of the ingest endpoint's clients, each allowed some sources."""
+
+    tokens_dir: str | None = None
+    """A directory with one file per client (as a Kubernetes Secret mounts its keys): the file's
+    name is the client's name, its content the client's token. Re-read when it changes, so a
+    rotated Secret takes effect without a restart. None: no authentication (loopback use)."""
+    clients: dict[str, list[str]] = Field(default_factory=dict)
+    """Client name -> the sources it may write to ("*": every ingest source). A token file of
+    a client not named here is refused at start-up."""
+
+
 class IngestSettings(ConfigModel):
     """The HTTP ingest endpoint (`dstreams ingest`): records in, acknowledged once replicated."""
 
@@ -163,3 +200,5 @@ class IngestSettings(ConfigModel):
     memory stays under about this many times max_request_bytes."""
     linger_ms: int = Field(default=5, ge=0)
     """librdkafka's linger.ms for the ingest producer."""
+    tls: IngestTlsSettings = Field(default_factory=IngestTlsSettings)
+    auth: IngestAuthSettings = Field(default_factory=IngestAuthSettings)

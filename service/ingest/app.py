@@ -34,14 +34,16 @@ from connectors.kafka_client import (
     new_transactional_producer,
 )
 from connectors.replication import Requirement, TopicUse, enforce
+from service.config.runtime import IngestTlsSettings
 from service.config.settings import Settings
 from service.errors import ConfigError, IngestError
+from service.ingest.access import access_for
 from service.ingest.asgi import IngestApp
 from service.ingest.endpoint import EndpointLimits, IngestRoutes
 from service.ingest.keys import KeyLedger, default_keys_topic, ensure_keys_topic, read_keys
 from service.ingest.metrics import IngestMetrics
 from service.ingest.parsing import Limits
-from service.ingest.server import IngestServer, ServerOptions
+from service.ingest.server import IngestServer, ServerOptions, TlsFiles
 from service.ingest.writer import IngestWriter
 
 log = logging.getLogger(__name__)
@@ -123,8 +125,14 @@ class IngestService:
             on_ready=self.metrics.set_ready,
         )
         self.writer.start()
+        auth = self.ingest.auth
         routes = IngestRoutes(
-            self.writer, self.topics, self._limits(), self.metrics, self._decoders()
+            self.writer,
+            self.topics,
+            self._limits(),
+            self.metrics,
+            self._decoders(),
+            access_for(auth.tokens_dir, auth.clients),
         )
         self.server = IngestServer(
             IngestApp(routes, self.ingest.body_timeout_ms / 1000), self._server_options()
@@ -158,6 +166,7 @@ class IngestService:
             body_timeout_s=ingest.body_timeout_ms / 1000,
             keep_alive_s=ingest.keep_alive_ms / 1000,
             max_connections=ingest.max_connections,
+            tls=_tls_files(ingest.tls),
         )
 
     def _limits(self) -> EndpointLimits:
@@ -221,6 +230,12 @@ def _producer_factory(conf: dict[str, str], app_id: str, ingest: Any) -> Callabl
         defaults=JAVA_PLACEMENT,
         settings=settings,
     )
+
+
+def _tls_files(tls: IngestTlsSettings) -> TlsFiles | None:
+    if tls.cert_file is None or tls.key_file is None:
+        return None
+    return TlsFiles(tls.cert_file, tls.key_file, tls.client_ca_file)
 
 
 # --- processes --------------------------------------------------------------------------------

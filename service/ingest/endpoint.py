@@ -7,6 +7,8 @@ Answers to POST /ingest/<source> (JSON bodies; see the README's "Ingest" section
 
 - 200 ``{"records": n, "duplicate": false}``: every record is on the in-sync replicas;
   ``"duplicate": true``: the Idempotency-Key was already written, nothing was written again.
+- 401 (with WWW-Authenticate) no known bearer token, when tokens are configured; 403 the token may
+  not write to this source (whether or not it exists).
 - 400 malformed (bad JSON, bad key), 404 unknown source (the answer does not list the sources),
   405 not POST, 408 the body took longer than its deadline, 411 neither Content-Length nor
   a chunked body, 413 too large (body, record count or one record), 415
@@ -35,6 +37,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from connectors.codecs import Codec, decode_bytes
+from service.ingest.access import Decision, OpenAccess
 from service.ingest.metrics import UNKNOWN_SOURCE, IngestMetrics
 from service.ingest.parsing import (
     IDEMPOTENCY_HEADER,
@@ -58,6 +61,16 @@ _STATUS_OF = {
     "too_large": 413,
     "invalid": 422,
 }
+
+
+_CHALLENGE = ("WWW-Authenticate", 'Bearer realm="dstreams-ingest"')
+
+
+class Access(Protocol):
+    """Whether a request's Authorization header lets it write to a source
+    (`service.ingest.access`)."""
+
+    def decide(self, authorization: str | None, source: str) -> Decision: ...
 
 
 class Writer(Protocol):
@@ -116,8 +129,10 @@ class IngestRoutes:
         limits: EndpointLimits,
         metrics: IngestMetrics,
         decoders: Mapping[str, Codec] | None = None,
+        access: Access | None = None,
     ) -> None:
         self.writer = writer
+        self.access: Access = access or OpenAccess()
         self.topics = dict(topics)
         # Each source's decoder (its codec and parse function), as the job reads with it.
         self.decoders = dict(decoders or {})
@@ -148,7 +163,13 @@ class IngestRoutes:
         body is read for those (a 413 goes out before the client sends it)."""
         source = call.path[len(PREFIX) :]
         topic = self.topics.get(source)
-        if call.method != "POST":
+        decision = self.access.decide(call.headers.get("authorization"), source)
+        if decision == "unauthenticated":
+            # Before anything else, so that nothing is told to who has no known token.
+            reply = self._error(401, "a known bearer token is required", _CHALLENGE)
+        elif decision == "forbidden":
+            reply = self._error(403, "this token may not write to this source")
+        elif call.method != "POST":
             reply = self._error(405, "send records with POST", ("Allow", "POST"))
         elif topic is None:
             # Which sources exist is not told to whoever asks (the README lists them).

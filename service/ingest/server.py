@@ -127,6 +127,7 @@ class IngestServer:
             h11_max_incomplete_event_size=options.max_header_bytes,
             **_tls_settings(options.tls),
         )
+        config.load()  # here, so that unreadable TLS files fail start() with their error
         server = uvicorn.Server(config)
         sock = _bound_socket(options.host, options.port)
         thread = threading.Thread(
