@@ -272,13 +272,38 @@ def run_ingest(settings: Settings) -> int:
 
 @contextmanager
 def ingest_alongside(settings: Settings) -> Iterator[IngestService | None]:
-    """The endpoint in this process while the block runs, when `ingest.enabled` asks for it."""
+    """The endpoint in this process while the block runs, when `ingest.enabled` asks for it.
+
+    Fenced by a newer endpoint of the app (another driver's, e.g. a warm standby's), it steps
+    down as a driver does: it stops serving, so the balancer sends clients to the newer one,
+    while the driver itself runs on.
+    """
     if not settings.ingest.enabled:
         yield None
         return
     service = IngestService(settings)
+    stepped_down = threading.Event()
     try:
         service.start()
+        threading.Thread(
+            target=_step_down_when_fenced,
+            args=(service, stepped_down),
+            name="dstreams-ingest-fencing",
+            daemon=True,
+        ).start()
         yield service
     finally:
+        stepped_down.set()
         service.stop()
+
+
+def _step_down_when_fenced(service: IngestService, done: threading.Event) -> None:
+    while not done.wait(0.5):
+        if service.fenced:
+            log.critical(
+                "a newer ingest endpoint of app %s took over; this one stops serving (the "
+                "driver runs on)",
+                service.settings.app_id,
+            )
+            service.stop()
+            return

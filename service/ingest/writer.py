@@ -175,8 +175,9 @@ class IngestWriter:
 
     @property
     def ready(self) -> bool:
-        """True while requests are taken (the producer is initialised, the keys are known)."""
-        return self._producer is not None and not self._stopping
+        """True while requests are taken (the producer is initialised, the keys are known);
+        never again once fenced."""
+        return self._producer is not None and not self._stopping and not self.fenced
 
     @property
     def healthy(self) -> bool:

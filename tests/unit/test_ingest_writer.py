@@ -254,6 +254,7 @@ def test_fencing_stops_the_writer(harness: Harness) -> None:
     answer = harness.send("k1", [b"a"])
     assert answer.outcome == "unavailable" and "fenced" in answer.detail
     assert harness.writer.fenced and not harness.writer.healthy
+    assert not harness.writer.ready  # /readyz 503: a balancer sends clients elsewhere
     assert harness.send("k2", [b"b"]).outcome == "unavailable"
 
 
