@@ -186,6 +186,10 @@ class IngestSettings(ConfigModel):
     key_retention_ms: DurationMs = 86_400_000
     """How long an idempotency key is remembered after its request was acknowledged; a retry
     later than this is written again."""
+    max_idempotency_keys: int = Field(default=500_000, ge=1)
+    """Most idempotency keys remembered at once (about 400 bytes of memory each). Past it a
+    request with a new key is answered 429 with Retry-After until the oldest key expires; no key
+    is forgotten before key_retention_ms."""
     replication_factor: int | None = Field(default=None, ge=1)
     """Replication factor of the keys topic if dstreams creates it; none: the brokers' default."""
     ack_timeout_ms: DurationMs = 15_000

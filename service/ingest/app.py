@@ -99,7 +99,7 @@ class IngestService:
         self.topics = ingest_topics(settings)
         self.keys_topic = self.ingest.keys_topic or default_keys_topic(settings.app_id)
         self.metrics = IngestMetrics(sorted(self.topics))
-        self.ledger = KeyLedger(self.ingest.key_retention_ms)
+        self.ledger = KeyLedger(self.ingest.key_retention_ms, self.ingest.max_idempotency_keys)
         self.metrics.watch_keys(lambda: len(self.ledger))
         self.writer: IngestWriter | None = None
         self.server: IngestServer | None = None

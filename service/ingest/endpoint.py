@@ -17,6 +17,8 @@ Answers to POST /ingest/<source> (JSON bodies; see the README's "Ingest" section
   (counted from 1).
 - 413/422 after Kafka refused a record as too large for the topic or invalid: nothing of the
   request written (the other requests of its transaction are written in the next one).
+- 429 with Retry-After: ``ingest.max_idempotency_keys`` keys are remembered; a new key waits
+  until the oldest expires (keys are never forgotten early).
 - 409 a request with the same Idempotency-Key is being written now (retry after Retry-After);
   422 the key was first used for a different request.
 - 503 with Retry-After: not acknowledged (too few in-sync replicas, brokers down, producer
@@ -60,6 +62,7 @@ _STATUS_OF = {
     "mismatch": 422,
     "too_large": 413,
     "invalid": 422,
+    "too_many_keys": 429,
 }
 
 
@@ -243,6 +246,8 @@ class IngestRoutes:
             return json_reply(200, document)
         if status == 503:
             return self._unavailable(answer.detail)
+        if status == 429:
+            return self._error(429, answer.detail, ("Retry-After", str(answer.retry_after_s or 1)))
         retry = ("Retry-After", str(self.limits.retry_after_s))
         return self._error(status, answer.detail, *((retry,) if status == 409 else ()))
 

@@ -34,7 +34,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from confluent_kafka import KafkaError
@@ -57,7 +57,14 @@ _RECONNECT_PAUSE_S = (0.2, 5.0)
 INIT_TIMEOUT_S = 30.0
 
 Outcome = Literal[
-    "written", "duplicate", "unavailable", "in_progress", "mismatch", "too_large", "invalid"
+    "written",
+    "duplicate",
+    "unavailable",
+    "in_progress",
+    "mismatch",
+    "too_large",
+    "invalid",
+    "too_many_keys",
 ]
 # Kafka errors that are the request's own fault: a retry fails the same way. That request is
 # answered 413/422; the rest of its group is written in a new transaction.
@@ -94,12 +101,16 @@ class Answer:
     detail: str = ""
     seconds: float = 0.0
     """Time from submission to acknowledgement (written requests only)."""
+    retry_after_s: int | None = None
+    """When a retry may succeed (too_many_keys: when the oldest key expires)."""
 
     @property
     def outcome_label(self) -> str:
         """The outcome as `dstreams_ingest_requests_total` counts it."""
         if self.outcome in ("in_progress", "mismatch"):
             return "conflict"
+        if self.outcome == "too_many_keys":
+            return "throttled"
         return "rejected" if self.outcome == "invalid" else self.outcome
 
 
@@ -222,6 +233,15 @@ class IngestWriter:
             return Answer("duplicate", entry.records, "already written; nothing written again")
         if request.key in self._in_flight:
             return Answer("in_progress", count, "a request with this key is being written now")
+        if self.ledger.full(len(self._in_flight)):
+            # Never make room by forgetting a key: that would break its retry's promise.
+            detail = (
+                f"{self.ledger.max_keys} idempotency keys are remembered already (the endpoint's "
+                "bound); retry after Retry-After, when the oldest expires"
+            )
+            return Answer(
+                "too_many_keys", count, detail, retry_after_s=self.ledger.seconds_until_room()
+            )
         return None
 
     def stop(self, timeout_s: float | None = None) -> None:
@@ -306,8 +326,7 @@ class IngestWriter:
             self._producer.begin_transaction()
             self._produce_requests(group.pending, entries, group.deadline, first_ack)
             self._take_late_arrivals(group, entries, first_ack)
-            for key, entry in entries.items():
-                self._produce(self.keys_topic, key.encode(), entry.encode(), (), group.deadline)
+            stamps = self._produce_keys(entries, group.deadline)
             self._commit(group.deadline)
         except (KafkaException, _Expired) as failure:
             self._after_failure(group, failure)
@@ -316,7 +335,16 @@ class IngestWriter:
             log.exception("ingest transaction failed unexpectedly")
             self._after_failure(group, failure)
             return
-        self._acknowledge(group, entries)
+        self._acknowledge(group, _stamped(entries, stamps))
+
+    def _produce_keys(self, entries: dict[str, KeyEntry], deadline: float) -> dict[str, int]:
+        """Produce the keys records; the returned map fills with the timestamp Kafka gave each
+        (their delivery reports run before the commit returns)."""
+        stamps: dict[str, int] = {}
+        for key, entry in entries.items():
+            stamp = _KeyStamp(key, stamps)
+            self._produce(self.keys_topic, key.encode(), entry.encode(), (), deadline, stamp)
+        return stamps
 
     def _produce_requests(
         self,
@@ -367,7 +395,7 @@ class IngestWriter:
         value: bytes,
         headers: tuple[tuple[str, bytes], ...],
         deadline: float,
-        reported: _Pending | None = None,
+        reported: _Pending | _KeyStamp | None = None,
     ) -> None:
         extra: dict[str, Any] = {}
         if reported is not None:
@@ -490,6 +518,28 @@ class IngestWriter:
             self._in_flight.clear()
         for pending in queued:
             pending.future.set_result(Answer("unavailable", len(pending.request.records), detail))
+
+
+@dataclass(frozen=True)
+class _KeyStamp:
+    """Keeps the timestamp of a keys record's delivery report (the broker's append time)."""
+
+    key: str
+    stamps: dict[str, int]
+
+    def report(self, error: Any, message: Any) -> None:
+        if error is None and message is not None:
+            kind, stamp = message.timestamp()
+            if kind != 0 and stamp > 0:  # 0: TIMESTAMP_NOT_AVAILABLE
+                self.stamps[self.key] = stamp
+
+
+def _stamped(entries: dict[str, KeyEntry], stamps: dict[str, int]) -> dict[str, KeyEntry]:
+    """Entries timed by Kafka's timestamps where known (see `service.ingest.keys`)."""
+    return {
+        key: replace(entry, at_ms=stamps[key]) if key in stamps else entry
+        for key, entry in entries.items()
+    }
 
 
 def _purge(producer: Any) -> None:

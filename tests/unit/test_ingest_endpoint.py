@@ -283,3 +283,10 @@ def test_records_kafka_refuses_are_413_or_422_for_that_request(endpoint: Endpoin
     endpoint.writer.answer = Answer("invalid", 1, "the topic refused a record as invalid")
     assert endpoint.post("/ingest/lines", b"1\n")[0] == 422
     assert endpoint.requests_total("too_large") == 1 and endpoint.requests_total("rejected") == 1
+
+
+def test_past_the_keys_bound_the_answer_is_429_with_retry_after(endpoint: Endpoint) -> None:
+    endpoint.writer.answer = Answer("too_many_keys", 1, "keys bound", retry_after_s=42)
+    status, headers, _ = endpoint.post("/ingest/lines", b"1\n", {"Idempotency-Key": "k"})
+    assert status == 429 and headers["Retry-After"] == "42"
+    assert endpoint.requests_total("throttled") == 1

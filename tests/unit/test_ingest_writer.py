@@ -284,3 +284,18 @@ def test_a_request_kafka_refuses_is_answered_alone_and_its_group_is_written(
     assert sorted(v for t, _, v, _ in producer.committed if t == "t") == [b"a", b"b"]
     assert harness.ledger.get("k2") is None and harness.ledger.get("k3") is not None
     assert producer.aborted == 1 and len(harness.producers) == 1
+
+
+def test_past_the_keys_bound_a_new_key_is_429_and_no_key_is_forgotten() -> None:
+    harness = Harness()
+    harness.ledger.max_keys = 1
+    harness.writer.start()
+    harness.wait_ready()
+    try:
+        assert harness.send("k1", [b"a"]).outcome == "written"
+        refused = harness.send("k2", [b"b"])
+        assert refused.outcome == "too_many_keys" and (refused.retry_after_s or 0) >= 3000
+        assert harness.send("k1", [b"a"]).outcome == "duplicate"  # still remembered
+        assert harness.send(None, [b"c"]).outcome == "written"  # keyless requests go on
+    finally:
+        harness.writer.stop(5)
