@@ -138,6 +138,13 @@ class IngestServer:
         self._wait_started(server, thread)
         return int(sock.getsockname()[1])
 
+    @property
+    def port(self) -> int:
+        if self._socket is None:
+            msg = f"{type(self).__name__} is not started"
+            raise RuntimeError(msg)
+        return int(self._socket.getsockname()[1])
+
     def stop(self) -> None:
         """Answer what is in flight (up to a few seconds), close every connection, free the port."""
         server, thread = self._server, self._thread
