@@ -16,7 +16,8 @@ Answers to POST /ingest/<source> (JSON bodies; see the README's "Ingest" section
   written. When one record is at fault the answer names it: ``{"error": ..., "record": n}``
   (counted from 1).
 - 413/422 after Kafka refused a record as too large for the topic or invalid: nothing of the
-  request written (the other requests of its transaction are written in the next one).
+  request written (the other requests of its transaction are written again, one per
+  transaction, which is how the culprit is found: Kafka refuses whole batches).
 - 429 with Retry-After: ``ingest.max_idempotency_keys`` keys are remembered; a new key waits
   until the oldest expires (keys are never forgotten early).
 - 409 a request with the same Idempotency-Key is being written now (retry after Retry-After);

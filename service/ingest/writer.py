@@ -13,10 +13,13 @@ arrived meanwhile. For each group:
 4. commit: once it returns, every record is on the in-sync replicas (``min.insync.replicas``);
 5. remember the keys, then answer each request *written*.
 
-Any failure answers every request of the group *unavailable* (HTTP 503) and nothing of it is
-visible to ``read_committed`` readers such as the driver. When the transaction was cleanly aborted
-the producer carries on. When the outcome is unknown (a commit that timed out and could not be
-aborted, a fatal error) the producer is discarded and a new one is made: its
+When Kafka refuses records as too large for the topic or invalid (`_REFUSALS`), the group's
+requests are written again one per transaction (a refused batch may hold several requests'
+records): the one refused alone is answered *too large* or *invalid* (413/422), the others are
+written. Any other failure answers every request of the group *unavailable* (HTTP 503) and
+nothing of it is visible to ``read_committed`` readers such as the driver. When the transaction
+was cleanly aborted the producer carries on. When the outcome is unknown (a commit that timed
+out and could not be aborted, a fatal error) the producer is discarded and a new one is made: its
 ``init_transactions()`` settles the old transaction (completing or aborting it), and the keys
 topic is then read on from where it was last read, so a key whose transaction did commit is known
 before any request is taken again. Until then requests are answered *unavailable* at once.
@@ -124,6 +127,12 @@ class _Pending:
     """The code of a Kafka error that refused one of its records (see `_REFUSALS`)."""
     acknowledged: threading.Event | None = None
     """Set by its first record's delivery report (the group's first request only)."""
+    alone: bool = False
+    """Written in a transaction of its own: its group failed for what one request held, and
+    Kafka refuses whole batches, which mix requests, so only alone is the culprit certain."""
+    second_chances: int = 0
+    """Transactions it may still fail for another reason and be written again: after a refused
+    batch the idempotent producer bumps its epoch, failing the next transaction once."""
 
     def report(self, error: Any, message: Any) -> None:
         """A delivery report of one of its records (on the writer thread)."""
@@ -308,6 +317,8 @@ class IngestWriter:
             while (
                 self._queue and group.records < MAX_GROUP_RECORDS and group.size < MAX_GROUP_BYTES
             ):
+                if group.pending and (self._queue[0].alone or group.pending[0].alone):
+                    break
                 pending = self._queue.popleft()
                 group.pending.append(pending)
                 group.records += len(pending.request.records)
@@ -462,6 +473,7 @@ class IngestWriter:
         elif self._abort_cleanly():
             keep = True
             log.warning("ingest transaction aborted (%d requests): %s", len(group.pending), cause)
+            self._producer.poll(0)  # the aborted records' delivery reports: who was refused
         else:
             log.warning("ingest transaction outcome unknown; new producer: %s", cause)
         if not keep:
@@ -469,7 +481,9 @@ class IngestWriter:
             self._discard_producer()
         refused = [p for p in group.pending if p.refusal is not None]
         if refused and not self.fenced:
-            self._refuse_and_retry_the_rest(group, refused)
+            self._isolate(group, refused)
+            return
+        if keep and self._retry_alone(group):
             return
         with self._lock:
             for pending in group.pending:
@@ -478,20 +492,35 @@ class IngestWriter:
             count = len(pending.request.records)
             pending.future.set_result(Answer("unavailable", count, detail))
 
-    def _refuse_and_retry_the_rest(self, group: _Group, refused: list[_Pending]) -> None:
-        """Answer the refused requests; the others go back to the front of the queue, to be
-        written in the next transaction within their own deadlines."""
-        others = [p for p in group.pending if p.refusal is None]
-        with self._lock:
-            for pending in refused:
+    def _isolate(self, group: _Group, refused: list[_Pending]) -> None:
+        """Kafka refused records of this group as too large or invalid. A request alone in its
+        transaction is answered so (413/422); a larger group goes back to the front of the queue
+        one request per transaction, within the requests' own deadlines, to find which it was."""
+        if len(group.pending) == 1:
+            (pending,) = refused
+            with self._lock:
                 self._in_flight.discard(pending.request.key or "")
-            for pending in reversed(others):
-                pending.acknowledged = None
-                self._queue.appendleft(pending)
-            self._lock.notify()
-        for pending in refused:
             outcome, detail = _REFUSALS[pending.refusal or 0]
             pending.future.set_result(Answer(outcome, len(pending.request.records), detail))
+            return
+        with self._lock:
+            for pending in reversed(group.pending):
+                pending.acknowledged, pending.refusal, pending.alone = None, None, True
+                pending.second_chances = 2
+                self._queue.appendleft(pending)
+            self._lock.notify()
+
+    def _retry_alone(self, group: _Group) -> bool:
+        """Write an isolated request again after a failure that was not its own (see
+        `_Pending.second_chances`); False when it has none left."""
+        (pending, *others) = group.pending
+        if others or pending.second_chances <= 0:
+            return False
+        with self._lock:
+            pending.acknowledged, pending.second_chances = None, pending.second_chances - 1
+            self._queue.appendleft(pending)
+            self._lock.notify()
+        return True
 
     def _abort_cleanly(self) -> bool:
         """Abort the open transaction; True when the broker confirmed it (nothing visible)."""

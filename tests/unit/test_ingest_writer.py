@@ -267,7 +267,7 @@ def test_stop_writes_what_is_queued_then_refuses(harness: Harness) -> None:
     ("code", "outcome"),
     [(KafkaError.MSG_SIZE_TOO_LARGE, "too_large"), (KafkaError.INVALID_RECORD, "invalid")],
 )
-def test_a_request_kafka_refuses_is_answered_alone_and_its_group_is_written(
+def test_a_request_kafka_refuses_is_found_alone_and_the_rest_of_its_group_is_written(
     harness: Harness, code: int, outcome: str
 ) -> None:
     producer = harness.producers[0]
@@ -283,7 +283,8 @@ def test_a_request_kafka_refuses_is_answered_alone_and_its_group_is_written(
     assert answers == ["written", outcome, "written"]
     assert sorted(v for t, _, v, _ in producer.committed if t == "t") == [b"a", b"b"]
     assert harness.ledger.get("k2") is None and harness.ledger.get("k3") is not None
-    assert producer.aborted == 1 and len(harness.producers) == 1
+    # The group's abort, then each request alone: only the culprit's transaction aborts again.
+    assert producer.aborted == 2 and producer.transactions == 2 and len(harness.producers) == 1
 
 
 def test_past_the_keys_bound_a_new_key_is_429_and_no_key_is_forgotten() -> None:
