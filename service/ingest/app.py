@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any, Protocol
 
-from connectors.codecs import Codec, resolve_codec
+from connectors.codecs import Codec
 from connectors.kafka_client import (
     JAVA_PLACEMENT,
     broker_setting,
@@ -40,6 +40,7 @@ from service.errors import ConfigError, IngestError
 from service.ingest.access import access_for
 from service.ingest.asgi import IngestApp
 from service.ingest.endpoint import EndpointLimits, IngestRoutes
+from service.ingest.job_parsing import source_decoders
 from service.ingest.keys import KeyLedger, default_keys_topic, ensure_keys_topic, read_keys
 from service.ingest.metrics import IngestMetrics
 from service.ingest.parsing import Limits
@@ -150,12 +151,9 @@ class IngestService:
             self.server.stop()
 
     def _decoders(self) -> dict[str, Codec]:
-        """Each source's decoder as its reads build it: records are checked with it at the door."""
-        registry = self.settings.schema_registry
-        return {
-            name: resolve_codec(self.settings.sources[name].decoder(registry))
-            for name in self.topics
-        }
+        """Each source's decoder as the job reads with it: records are checked with it at the
+        door (`service.ingest.job_parsing`)."""
+        return source_decoders(self.settings, sorted(self.topics))
 
     def _server_options(self) -> ServerOptions:
         ingest = self.ingest
