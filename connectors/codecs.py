@@ -8,6 +8,8 @@ the reader turns that into a dead-letter record instead of failing the batch.
 from __future__ import annotations
 
 import json
+import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -43,7 +45,14 @@ def decode_utf8(raw: bytes | None) -> str | None:
 
 
 def decode_json(raw: bytes | None) -> Any:
-    """JSON text in UTF-8. An empty value is an error, not `None`: only tombstones are `None`."""
+    """Strict JSON text in UTF-8 (RFC 8259 as sinks can store it). An empty value is an error, not
+    `None`: only tombstones are `None`.
+
+    Refused besides malformed text: a byte-order mark, `NaN`/`Infinity` and numbers that overflow
+    to them (`1e999`), lone surrogates and NUL in strings (PostgreSQL and strict encoders refuse
+    them), and nesting deeper than `MAX_JSON_DEPTH`. The ingest endpoint checks records with this
+    same function, so what it accepts the job decodes (docs/architecture.md, "Ingest").
+    """
     if raw is None:
         return None
     try:
@@ -51,8 +60,11 @@ def decode_json(raw: bytes | None) -> Any:
     except UnicodeDecodeError as exc:
         msg = f"not UTF-8: {exc.reason} at byte {exc.start}"
         raise DecodeError(msg) from None
+    if text.startswith("\ufeff"):
+        msg = "invalid JSON: starts with a byte-order mark"
+        raise DecodeError(msg)
     try:
-        return json.loads(text)
+        document = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
     except json.JSONDecodeError as exc:
         msg = f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
         raise DecodeError(msg) from None
@@ -60,6 +72,49 @@ def decode_json(raw: bytes | None) -> Any:
         # Deeply nested input exhausts the parser's stack; that is bad data, not a bug.
         msg = "invalid JSON: nested too deeply"
         raise DecodeError(msg) from None
+    except ValueError as exc:  # NaN, an overflowing number, an integer of too many digits
+        msg = f"invalid JSON: {exc}"
+        raise DecodeError(msg) from None
+    _check_json_strings(document)
+    return document
+
+
+MAX_JSON_DEPTH = 512
+"""Deepest nesting of arrays and objects a JSON value may have: recursive encoders (a sink's
+`json.dumps`) stay far from Python's recursion limit."""
+# NUL and UTF-16 surrogates (only lone ones survive decoding: pairs become one character).
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def _refuse_constant(name: str) -> Any:
+    msg = f"{name} is not a JSON number"
+    raise ValueError(msg)
+
+
+def _finite_float(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        msg = f"{text[:20]} overflows a double"
+        raise ValueError(msg)
+    return number
+
+
+def _check_json_strings(document: Any) -> None:
+    """`DecodeError` for NUL or a lone surrogate in any string or key, or for nesting deeper than
+    `MAX_JSON_DEPTH`; iterative, so no input can exhaust the stack here."""
+    stack: list[tuple[Any, int]] = [(document, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, str):
+            if _UNSTORABLE.search(value):
+                msg = "invalid JSON: a string holds NUL or a lone surrogate"
+                raise DecodeError(msg)
+        elif isinstance(value, list | dict):
+            if depth >= MAX_JSON_DEPTH:
+                msg = f"invalid JSON: nested deeper than {MAX_JSON_DEPTH}"
+                raise DecodeError(msg)
+            items = value if isinstance(value, list) else [*value.keys(), *value.values()]
+            stack.extend((item, depth + 1) for item in items)
 
 
 # Avro needs settings (a schema file or a registry), so it is not here: `connectors.avro` builds an

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from service.config.masters import SparkMaster, parse_master
 from service.config.model import ConfigModel
@@ -118,15 +118,66 @@ class BackpressureSettings(ConfigModel):
     derived: float = Field(default=0.0, ge=0)
 
 
+class IngestTlsSettings(ConfigModel):
+    """TLS of the ingest endpoint (PEM files; a Kubernetes TLS Secret mounts tls.crt and
+    tls.key)."""
+
+    cert_file: str | None = None
+    """The server's certificate chain; set with key_file to serve HTTPS only."""
+    key_file: str | None = None
+    client_ca_file: str | None = None
+    """Set: clients must present a certificate signed by one of these CAs (mutual TLS)."""
+
+    @property
+    def enabled(self) -> bool:
+        return self.cert_file is not None
+
+    @model_validator(mode="after")
+    def _files_together(self) -> IngestTlsSettings:
+        if (self.cert_file is None) != (self.key_file is None):
+            msg = "ingest.tls needs both cert_file and key_file (or neither, for plain HTTP)"
+            raise ValueError(msg)
+        if self.client_ca_file is not None and self.cert_file is None:
+            msg = "ingest.tls.client_ca_file needs cert_file and key_file (mutual TLS is TLS)"
+            raise ValueError(msg)
+        return self
+
+
+class IngestAuthSettings(ConfigModel):
+    """Bearer tokens of the ingest endpoint's clients, each allowed some sources."""
+
+    tokens_dir: str | None = None
+    """A directory with one file per client (as a Kubernetes Secret mounts its keys): the file's
+    name is the client's name, its content the client's token. Re-read when it changes, so a
+    rotated Secret takes effect without a restart. None: no authentication (loopback use)."""
+    clients: dict[str, list[str]] = Field(default_factory=dict)
+    """Client name -> the sources it may write to ("*": every ingest source). A token file of
+    a client not named here is refused at start-up."""
+
+
 class IngestSettings(ConfigModel):
     """The HTTP ingest endpoint (`dstreams ingest`): records in, acknowledged once replicated."""
 
     enabled: bool = False
     """Also serve the endpoint inside `dstreams run` (`dstreams ingest` always serves it)."""
-    # All interfaces: in a pod, clients connect from outside.
-    host: str = "0.0.0.0"  # noqa: S104
+    host: str = "127.0.0.1"
+    """Address to listen on; loopback by default. In a pod, where clients connect from outside,
+    0.0.0.0 (the chart sets it), with TLS and tokens configured."""
     port: int = Field(default=8081, ge=0, le=65535)
     """0 picks a free port (tests)."""
+    header_timeout_ms: DurationMs = 10_000
+    """A request's head (request line and headers) must arrive within this of the connection
+    opening or of the previous answer on it; else the connection is closed."""
+    body_timeout_ms: DurationMs = 30_000
+    """A request's whole body must arrive within this of its head (408 after it): a client
+    trickling bytes cannot hold a connection longer."""
+    keep_alive_ms: DurationMs = 75_000
+    """A kept-alive connection idle this long between requests is closed. Longer than a load
+    balancer's idle timeout (60 s on common ones), so the balancer, not the endpoint, closes an
+    idle connection and never sends a request on one being closed."""
+    max_connections: int = Field(default=4096, ge=1)
+    """Open connections (idle ones included) beyond which a request is answered 503 and its
+    connection closed. Each costs a socket (a file descriptor), not a thread."""
     sources: list[Name] = Field(default_factory=list)
     """Sources that accept records at POST /ingest/<source>; each must read exactly one topic.
     Empty: every source that reads exactly one topic."""
@@ -135,6 +186,10 @@ class IngestSettings(ConfigModel):
     key_retention_ms: DurationMs = 86_400_000
     """How long an idempotency key is remembered after its request was acknowledged; a retry
     later than this is written again."""
+    max_idempotency_keys: int = Field(default=500_000, ge=1)
+    """Most idempotency keys remembered at once (about 400 bytes of memory each). Past it a
+    request with a new key is answered 429 with Retry-After until the oldest key expires; no key
+    is forgotten before key_retention_ms."""
     replication_factor: int | None = Field(default=None, ge=1)
     """Replication factor of the keys topic if dstreams creates it; none: the brokers' default."""
     ack_timeout_ms: DurationMs = 15_000
@@ -149,3 +204,5 @@ class IngestSettings(ConfigModel):
     memory stays under about this many times max_request_bytes."""
     linger_ms: int = Field(default=5, ge=0)
     """librdkafka's linger.ms for the ingest producer."""
+    tls: IngestTlsSettings = Field(default_factory=IngestTlsSettings)
+    auth: IngestAuthSettings = Field(default_factory=IngestAuthSettings)

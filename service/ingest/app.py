@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any, Protocol
 
+from connectors.codecs import Codec
 from connectors.kafka_client import (
     JAVA_PLACEMENT,
     broker_setting,
@@ -33,14 +34,18 @@ from connectors.kafka_client import (
     new_transactional_producer,
 )
 from connectors.replication import Requirement, TopicUse, enforce
+from service.config.runtime import IngestTlsSettings
 from service.config.settings import Settings
 from service.errors import ConfigError, IngestError
+from service.ingest.access import access_for
+from service.ingest.asgi import IngestApp
 from service.ingest.endpoint import EndpointLimits, IngestRoutes
+from service.ingest.job_parsing import source_decoders
 from service.ingest.keys import KeyLedger, default_keys_topic, ensure_keys_topic, read_keys
 from service.ingest.metrics import IngestMetrics
 from service.ingest.parsing import Limits
+from service.ingest.server import IngestServer, ServerOptions, TlsFiles
 from service.ingest.writer import IngestWriter
-from service.observe.http import RoutedServer
 
 log = logging.getLogger(__name__)
 EXIT_OK = 0
@@ -95,10 +100,10 @@ class IngestService:
         self.topics = ingest_topics(settings)
         self.keys_topic = self.ingest.keys_topic or default_keys_topic(settings.app_id)
         self.metrics = IngestMetrics(sorted(self.topics))
-        self.ledger = KeyLedger(self.ingest.key_retention_ms)
+        self.ledger = KeyLedger(self.ingest.key_retention_ms, self.ingest.max_idempotency_keys)
         self.metrics.watch_keys(lambda: len(self.ledger))
         self.writer: IngestWriter | None = None
-        self.server: RoutedServer | None = None
+        self.server: IngestServer | None = None
 
     @property
     def fenced(self) -> bool:
@@ -121,12 +126,17 @@ class IngestService:
             on_ready=self.metrics.set_ready,
         )
         self.writer.start()
-        self.server = RoutedServer(
-            IngestRoutes(self.writer, self.topics, self._limits(), self.metrics),
-            self.ingest.host,
-            self.ingest.port,
-            label="ingest",
-            keep_alive=True,
+        auth = self.ingest.auth
+        routes = IngestRoutes(
+            self.writer,
+            self.topics,
+            self._limits(),
+            self.metrics,
+            self._decoders(),
+            access_for(auth.tokens_dir, auth.clients),
+        )
+        self.server = IngestServer(
+            IngestApp(routes, self.ingest.body_timeout_ms / 1000), self._server_options()
         )
         port = self.server.start()
         sources = ", ".join(f"{s} -> {t}" for s, t in sorted(self.topics.items()))
@@ -139,6 +149,23 @@ class IngestService:
             self.writer.stop()
         if self.server is not None:
             self.server.stop()
+
+    def _decoders(self) -> dict[str, Codec]:
+        """Each source's decoder as the job reads with it: records are checked with it at the
+        door (`service.ingest.job_parsing`)."""
+        return source_decoders(self.settings, sorted(self.topics))
+
+    def _server_options(self) -> ServerOptions:
+        ingest = self.ingest
+        return ServerOptions(
+            host=ingest.host,
+            port=ingest.port,
+            header_timeout_s=ingest.header_timeout_ms / 1000,
+            body_timeout_s=ingest.body_timeout_ms / 1000,
+            keep_alive_s=ingest.keep_alive_ms / 1000,
+            max_connections=ingest.max_connections,
+            tls=_tls_files(ingest.tls),
+        )
 
     def _limits(self) -> EndpointLimits:
         ingest = self.ingest
@@ -203,6 +230,12 @@ def _producer_factory(conf: dict[str, str], app_id: str, ingest: Any) -> Callabl
     )
 
 
+def _tls_files(tls: IngestTlsSettings) -> TlsFiles | None:
+    if tls.cert_file is None or tls.key_file is None:
+        return None
+    return TlsFiles(tls.cert_file, tls.key_file, tls.client_ca_file)
+
+
 # --- processes --------------------------------------------------------------------------------
 
 
@@ -237,13 +270,38 @@ def run_ingest(settings: Settings) -> int:
 
 @contextmanager
 def ingest_alongside(settings: Settings) -> Iterator[IngestService | None]:
-    """The endpoint in this process while the block runs, when `ingest.enabled` asks for it."""
+    """The endpoint in this process while the block runs, when `ingest.enabled` asks for it.
+
+    Fenced by a newer endpoint of the app (another driver's, e.g. a warm standby's), it steps
+    down as a driver does: it stops serving, so the balancer sends clients to the newer one,
+    while the driver itself runs on.
+    """
     if not settings.ingest.enabled:
         yield None
         return
     service = IngestService(settings)
+    stepped_down = threading.Event()
     try:
         service.start()
+        threading.Thread(
+            target=_step_down_when_fenced,
+            args=(service, stepped_down),
+            name="dstreams-ingest-fencing",
+            daemon=True,
+        ).start()
         yield service
     finally:
+        stepped_down.set()
         service.stop()
+
+
+def _step_down_when_fenced(service: IngestService, done: threading.Event) -> None:
+    while not done.wait(0.5):
+        if service.fenced:
+            log.critical(
+                "a newer ingest endpoint of app %s took over; this one stops serving (the "
+                "driver runs on)",
+                service.settings.app_id,
+            )
+            service.stop()
+            return

@@ -7,11 +7,18 @@ time). The topic is compacted and time-limited (``cleanup.policy=compact,delete`
 
 `KeyLedger` is the in-memory view: loaded from the topic (``read_committed``) when the endpoint
 starts, extended as transactions commit, and read again from where it stopped after a failure
-whose outcome was unknown. A key is forgotten `retention_ms` after its request was acknowledged.
+whose outcome was unknown.
+
+A key expires `retention_ms` after its keys-topic record's timestamp in Kafka (the topic stamps
+records with the broker's append time), the same clock the topic's retention deletes it by, never
+the endpoint's own. At start-up only records still live are read (from the offset of the
+retention horizon's timestamp). The ledger holds at most `max_keys` live keys: past that a new
+key is refused (429, retry when the oldest expires), never made room for by forgetting one.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import sys
@@ -77,10 +84,14 @@ def now_ms() -> int:
 
 
 class KeyLedger:
-    """Recent idempotency keys, oldest first; thread-safe; forgets keys after `retention_ms`."""
+    """Recent idempotency keys, oldest first; thread-safe; forgets keys after `retention_ms`
+    and holds at most `max_keys` (None: no bound) live ones (see the module docstring)."""
 
-    def __init__(self, retention_ms: int, clock: Callable[[], int] = now_ms) -> None:
+    def __init__(
+        self, retention_ms: int, max_keys: int | None = None, clock: Callable[[], int] = now_ms
+    ) -> None:
         self.retention_ms = retention_ms
+        self.max_keys = max_keys
         self._clock = clock
         self._entries: OrderedDict[str, KeyEntry] = OrderedDict()
         self._lock = threading.Lock()
@@ -98,6 +109,21 @@ class KeyLedger:
             self._entries.pop(key, None)
             self._entries[key] = entry
             self._forget_expired()
+
+    def full(self, pending: int = 0) -> bool:
+        """Whether `pending` keys being written leave no room for one more."""
+        with self._lock:
+            self._forget_expired()
+            return self.max_keys is not None and len(self._entries) + pending >= self.max_keys
+
+    def seconds_until_room(self) -> int:
+        """Whole seconds until the oldest key expires (at least 1): a client's Retry-After."""
+        with self._lock:
+            if not self._entries:
+                return 1
+            oldest = next(iter(self._entries.values()))
+            left_ms = oldest.at_ms + self.retention_ms - self._clock()
+            return max(1, -(-left_ms // 1000))
 
     def __len__(self) -> int:
         with self._lock:
@@ -119,6 +145,8 @@ def topic_config(retention_ms: int) -> dict[str, str]:
     """Compacted (one record per key) and time-limited (keys expire); segments roll at half the
     retention so expired keys leave the disk within about 1.5 times the retention."""
     return {
+        # Keys expire by the broker's clock, as retention deletes them (module docstring).
+        "message.timestamp.type": "LogAppendTime",
         "cleanup.policy": "compact,delete",
         "retention.ms": str(retention_ms),
         "segment.ms": str(max(60_000, retention_ms // 2)),
@@ -144,6 +172,8 @@ def read_keys(conf: dict[str, str], topic: str, ledger: KeyLedger, start: int) -
     try:
         low, end = tail.end_offsets(topic, PARTITION, TIMEOUT_S)
         first = max(start, low)
+        if start == 0:  # the first read: only what is still live
+            first = max(first, _first_live_offset(tail.consumer, topic, ledger, end))
         if first >= end:
             return max(start, end)
         # However many keys there are, reading stops only when it stops making progress.
@@ -155,8 +185,21 @@ def read_keys(conf: dict[str, str], topic: str, ledger: KeyLedger, start: int) -
         tail.close()
 
 
+def _first_live_offset(consumer: Any, topic: str, ledger: KeyLedger, end: int) -> int:
+    """The offset of the first record stamped at or after the retention horizon (or `end`)."""
+    from confluent_kafka import TopicPartition
+
+    horizon = TopicPartition(topic, PARTITION, now_ms() - ledger.retention_ms)
+    (found,) = consumer.offsets_for_times([horizon], TIMEOUT_S)
+    return int(found.offset) if found.offset >= 0 else end
+
+
 def _remember(ledger: KeyLedger, topic: str, message: Any) -> None:
     try:
-        ledger.add(message.key().decode(), KeyEntry.decode(message.value()))
+        entry = KeyEntry.decode(message.value())
+        kind, stamp = message.timestamp()
+        if kind != 0 and stamp > 0:  # 0: TIMESTAMP_NOT_AVAILABLE
+            entry = dataclasses.replace(entry, at_ms=stamp)
+        ledger.add(message.key().decode(), entry)
     except (ValueError, KeyError, AttributeError) as exc:
         log.warning("keys topic %s offset %d: skipped (%s)", topic, message.offset(), exc)

@@ -17,9 +17,10 @@ from service.observe.metrics import add_process_collectors, under_replicated_gau
 OUTCOMES = (
     "written",  # 200: acknowledged by the in-sync replicas
     "duplicate",  # 200: the idempotency key was already written; nothing written again
-    "rejected",  # 400, 404, 405, 411, 415: the request is wrong as it is
+    "rejected",  # 400, 401, 403, 404, 405, 408, 411, 415, 422: wrong as it is
     "too_large",  # 413
     "conflict",  # 409 (same key in progress), 422 (key reused for another request)
+    "throttled",  # 429: the idempotency keys' bound is reached
     "unavailable",  # 503: not acknowledged (replicas, brokers), overloaded or stopping
     "error",  # 500
 )

@@ -11,7 +11,11 @@ Keys (optional): ``?key=<text>`` gives every record of the request that key;
 ``?key_field=<name>`` takes each JSON record's key from its top-level field ``name`` (a string is
 used as it is, anything else as its JSON text). Without either, records have no key.
 
-Everything is checked before anything is written, so a refused request writes nothing.
+Every record must also decode with its source's codec and ``parse`` function (the same `Codec`
+object the job reads with, `connectors.codecs`): a body that is not what its Content-Type says is
+400, a record the source's decoder refuses is 422; both name the first bad record (counted from
+1). Everything is checked before anything is written, so a refused request writes nothing, and
+nothing acknowledged can fail the job's decoding (docs/architecture.md, "Ingest").
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from connectors.codecs import Codec, DecodeError, decode_bytes, decode_json
 
 JSON_LINES_TYPES = frozenset(
     {"application/x-ndjson", "application/jsonl", "application/json-lines", "application/ndjson"}
@@ -34,12 +40,14 @@ IDEMPOTENCY_HEADER = "Idempotency-Key"
 
 
 class RequestRejected(Exception):
-    """A request that cannot be written as it is; `status` is the HTTP answer (400, 413, 415)."""
+    """A request that cannot be written as it is; `status` is the HTTP answer (400, 413, 415,
+    422); `record` the first bad record's number (from 1) when one record is at fault."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, record: int | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.record = record
 
 
 @dataclass(frozen=True)
@@ -55,9 +63,14 @@ class Limits:
 
 
 def parse_records(
-    content_type: str | None, query: Mapping[str, str], body: bytes, limits: Limits
+    content_type: str | None,
+    query: Mapping[str, str],
+    body: bytes,
+    limits: Limits,
+    decoder: Codec = decode_bytes,
 ) -> list[Record]:
-    """The request's records, or `RequestRejected` saying what is wrong and where."""
+    """The request's records, or `RequestRejected` saying what is wrong and where. `decoder` is
+    the source's (its codec, key codec and parse function): every record must pass it."""
     kind = media_type(content_type)
     key, key_field = query.get("key"), query.get("key_field")
     if key is not None and key_field is not None:
@@ -79,6 +92,7 @@ def parse_records(
     if not records:
         raise RequestRejected(400, "the request holds no record; send at least one")
     _check_sizes(records, limits)
+    _check_decodes(records, decoder)
     return records
 
 
@@ -98,20 +112,22 @@ def _json_lines(
         if len(records) == limits.max_records:
             msg = f"more than {limits.max_records} records in one request; split it"
             raise RequestRejected(413, msg)
-        records.append(_json_record(line, key, key_field, f"line {number}"))
+        records.append(_json_record(line, key, key_field, f"line {number}", len(records) + 1))
     return records
 
 
-def _json_record(text: bytes, key: str | None, key_field: str | None, where: str) -> Record:
+def _json_record(
+    text: bytes, key: str | None, key_field: str | None, where: str, number: int = 1
+) -> Record:
     try:
-        document = json.loads(text)
-    except (ValueError, UnicodeDecodeError) as error:
-        raise RequestRejected(400, f"{where} is not valid JSON: {error}") from None
+        document = decode_json(text)
+    except DecodeError as error:
+        raise RequestRejected(400, f"{where} is not valid JSON: {error.reason}", number) from None
     if key_field is None:
         return Record(_encode_key(key), text)
     if not isinstance(document, dict) or document.get(key_field) is None:
         msg = f"{where} has no field {key_field!r} to take the record's key from (?key_field=)"
-        raise RequestRejected(400, msg)
+        raise RequestRejected(400, msg, number)
     field = document[key_field]
     return Record(field.encode() if isinstance(field, str) else json.dumps(field).encode(), text)
 
@@ -128,10 +144,31 @@ def _check_sizes(records: list[Record], limits: Limits) -> None:
                 f"record {index + 1} is {size} bytes (key and value); at most "
                 f"{limits.max_record_bytes} are accepted"
             )
-            raise RequestRejected(413, msg)
+            raise RequestRejected(413, msg, index + 1)
     if len(records) > limits.max_records:
         msg = f"more than {limits.max_records} records in one request; split it"
         raise RequestRejected(413, msg)
+
+
+def _check_decodes(records: list[Record], decoder: Codec) -> None:
+    """Each record through the source's decoder, as the job's reads will take it."""
+    key_codec: Codec | None = getattr(decoder, "key_codec", None)
+    for index, record in enumerate(records):
+        try:
+            decoder(record.value)
+            if key_codec is not None:
+                _decode_key(key_codec, record.key)
+        except DecodeError as error:
+            msg = f"record {index + 1} is refused by the source's decoder: {error.reason}"
+            raise RequestRejected(422, msg, index + 1) from None
+
+
+def _decode_key(key_codec: Codec, key: bytes | None) -> None:
+    try:
+        key_codec(key)
+    except DecodeError as error:
+        msg = f"key: {error.reason}"
+        raise DecodeError(msg) from None
 
 
 def checked_idempotency_key(value: str | None) -> str | None:

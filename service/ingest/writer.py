@@ -13,10 +13,13 @@ arrived meanwhile. For each group:
 4. commit: once it returns, every record is on the in-sync replicas (``min.insync.replicas``);
 5. remember the keys, then answer each request *written*.
 
-Any failure answers every request of the group *unavailable* (HTTP 503) and nothing of it is
-visible to ``read_committed`` readers such as the driver. When the transaction was cleanly aborted
-the producer carries on. When the outcome is unknown (a commit that timed out and could not be
-aborted, a fatal error) the producer is discarded and a new one is made: its
+When Kafka refuses records as too large for the topic or invalid (`_REFUSALS`), the group's
+requests are written again one per transaction (a refused batch may hold several requests'
+records): the one refused alone is answered *too large* or *invalid* (413/422), the others are
+written. Any other failure answers every request of the group *unavailable* (HTTP 503) and
+nothing of it is visible to ``read_committed`` readers such as the driver. When the transaction
+was cleanly aborted the producer carries on. When the outcome is unknown (a commit that timed
+out and could not be aborted, a fatal error) the producer is discarded and a new one is made: its
 ``init_transactions()`` settles the old transaction (completing or aborting it), and the keys
 topic is then read on from where it was last read, so a key whose transaction did commit is known
 before any request is taken again. Until then requests are answered *unavailable* at once.
@@ -34,7 +37,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from confluent_kafka import KafkaError
@@ -56,7 +59,28 @@ _RECONNECT_PAUSE_S = (0.2, 5.0)
 # Bounds init_transactions() and an abort; a coordinator slower than this is unavailable.
 INIT_TIMEOUT_S = 30.0
 
-Outcome = Literal["written", "duplicate", "unavailable", "in_progress", "mismatch"]
+Outcome = Literal[
+    "written",
+    "duplicate",
+    "unavailable",
+    "in_progress",
+    "mismatch",
+    "too_large",
+    "invalid",
+    "too_many_keys",
+]
+# Kafka errors that are the request's own fault: a retry fails the same way. That request is
+# answered 413/422; the rest of its group is written in a new transaction.
+_REFUSALS: dict[int, tuple[Outcome, str]] = {
+    KafkaError.MSG_SIZE_TOO_LARGE: ("too_large", "a record is larger than the topic accepts"),
+    KafkaError.RECORD_LIST_TOO_LARGE: (
+        "too_large",
+        "the records are larger than the topic accepts",
+    ),
+    KafkaError.INVALID_MSG_SIZE: ("too_large", "a record is larger than the topic accepts"),
+    KafkaError.INVALID_RECORD: ("invalid", "the topic refused a record as invalid"),
+    KafkaError.INVALID_MSG: ("invalid", "the topic refused a record as invalid"),
+}
 
 
 @dataclass(frozen=True)
@@ -80,11 +104,17 @@ class Answer:
     detail: str = ""
     seconds: float = 0.0
     """Time from submission to acknowledgement (written requests only)."""
+    retry_after_s: int | None = None
+    """When a retry may succeed (too_many_keys: when the oldest key expires)."""
 
     @property
     def outcome_label(self) -> str:
         """The outcome as `dstreams_ingest_requests_total` counts it."""
-        return "conflict" if self.outcome in ("in_progress", "mismatch") else self.outcome
+        if self.outcome in ("in_progress", "mismatch"):
+            return "conflict"
+        if self.outcome == "too_many_keys":
+            return "throttled"
+        return "rejected" if self.outcome == "invalid" else self.outcome
 
 
 @dataclass
@@ -93,6 +123,23 @@ class _Pending:
     future: Future[Answer]
     submitted: float
     deadline: float
+    refusal: int | None = None
+    """The code of a Kafka error that refused one of its records (see `_REFUSALS`)."""
+    acknowledged: threading.Event | None = None
+    """Set by its first record's delivery report (the group's first request only)."""
+    alone: bool = False
+    """Written in a transaction of its own: its group failed for what one request held, and
+    Kafka refuses whole batches, which mix requests, so only alone is the culprit certain."""
+    second_chances: int = 0
+    """Transactions it may still fail for another reason and be written again: after a refused
+    batch the idempotent producer bumps its epoch, failing the next transaction once."""
+
+    def report(self, error: Any, message: Any) -> None:
+        """A delivery report of one of its records (on the writer thread)."""
+        if error is not None and error.code() in _REFUSALS:
+            self.refusal = error.code()
+        if self.acknowledged is not None:
+            self.acknowledged.set()
 
 
 @dataclass
@@ -148,8 +195,9 @@ class IngestWriter:
 
     @property
     def ready(self) -> bool:
-        """True while requests are taken (the producer is initialised, the keys are known)."""
-        return self._producer is not None and not self._stopping
+        """True while requests are taken (the producer is initialised, the keys are known);
+        never again once fenced."""
+        return self._producer is not None and not self._stopping and not self.fenced
 
     @property
     def healthy(self) -> bool:
@@ -194,6 +242,15 @@ class IngestWriter:
             return Answer("duplicate", entry.records, "already written; nothing written again")
         if request.key in self._in_flight:
             return Answer("in_progress", count, "a request with this key is being written now")
+        if self.ledger.full(len(self._in_flight)):
+            # Never make room by forgetting a key: that would break its retry's promise.
+            detail = (
+                f"{self.ledger.max_keys} idempotency keys are remembered already (the endpoint's "
+                "bound); retry after Retry-After, when the oldest expires"
+            )
+            return Answer(
+                "too_many_keys", count, detail, retry_after_s=self.ledger.seconds_until_room()
+            )
         return None
 
     def stop(self, timeout_s: float | None = None) -> None:
@@ -260,6 +317,8 @@ class IngestWriter:
             while (
                 self._queue and group.records < MAX_GROUP_RECORDS and group.size < MAX_GROUP_BYTES
             ):
+                if group.pending and (self._queue[0].alone or group.pending[0].alone):
+                    break
                 pending = self._queue.popleft()
                 group.pending.append(pending)
                 group.records += len(pending.request.records)
@@ -278,8 +337,7 @@ class IngestWriter:
             self._producer.begin_transaction()
             self._produce_requests(group.pending, entries, group.deadline, first_ack)
             self._take_late_arrivals(group, entries, first_ack)
-            for key, entry in entries.items():
-                self._produce(self.keys_topic, key.encode(), entry.encode(), (), group.deadline)
+            stamps = self._produce_keys(entries, group.deadline)
             self._commit(group.deadline)
         except (KafkaException, _Expired) as failure:
             self._after_failure(group, failure)
@@ -288,7 +346,16 @@ class IngestWriter:
             log.exception("ingest transaction failed unexpectedly")
             self._after_failure(group, failure)
             return
-        self._acknowledge(group, entries)
+        self._acknowledge(group, _stamped(entries, stamps))
+
+    def _produce_keys(self, entries: dict[str, KeyEntry], deadline: float) -> dict[str, int]:
+        """Produce the keys records; the returned map fills with the timestamp Kafka gave each
+        (their delivery reports run before the commit returns)."""
+        stamps: dict[str, int] = {}
+        for key, entry in entries.items():
+            stamp = _KeyStamp(key, stamps)
+            self._produce(self.keys_topic, key.encode(), entry.encode(), (), deadline, stamp)
+        return stamps
 
     def _produce_requests(
         self,
@@ -298,8 +365,9 @@ class IngestWriter:
         first_ack: threading.Event | None = None,
     ) -> None:
         for index, item in enumerate(pending):
-            report = first_ack if index == 0 else None
-            self._produce_request(item.request, deadline, report)
+            if index == 0:
+                item.acknowledged = first_ack
+            self._produce_request(item, deadline)
             entry = self._key_entry(item.request)
             if entry is not None:
                 entries[str(item.request.key)] = entry
@@ -319,13 +387,17 @@ class IngestWriter:
             if late:
                 self._produce_requests(late, entries, group.deadline)
 
-    def _produce_request(
-        self, request: IngestRequest, deadline: float, first_ack: threading.Event | None
-    ) -> None:
+    def _produce_request(self, item: _Pending, deadline: float) -> None:
+        from confluent_kafka import KafkaException
+
+        request = item.request
         headers = () if request.key is None else ((KEY_HEADER, request.key.encode()),)
-        for index, record in enumerate(request.records):
-            report = first_ack if index == 0 else None
-            self._produce(request.topic, record.key, record.value, headers, deadline, report)
+        try:
+            for record in request.records:
+                self._produce(request.topic, record.key, record.value, headers, deadline, item)
+        except KafkaException as exc:  # refused at once, e.g. larger than the producer allows
+            item.report(exc.args[0], None)
+            raise
 
     def _produce(
         self,
@@ -334,11 +406,11 @@ class IngestWriter:
         value: bytes,
         headers: tuple[tuple[str, bytes], ...],
         deadline: float,
-        delivered: threading.Event | None = None,
+        reported: _Pending | _KeyStamp | None = None,
     ) -> None:
         extra: dict[str, Any] = {}
-        if delivered is not None:
-            extra["on_delivery"] = lambda error, message: delivered.set()
+        if reported is not None:
+            extra["on_delivery"] = reported.report
         while True:
             try:
                 self._producer.produce(topic, value, key, headers=list(headers), **extra)
@@ -386,28 +458,69 @@ class IngestWriter:
     # --- failures -----------------------------------------------------------------------------
 
     def _after_failure(self, group: _Group, failure: Exception) -> None:
-        """Answer the group unavailable; keep the producer only if the abort was clean."""
+        """Answer the group unavailable (or, when some of its requests were refused for what
+        they hold, those refused and the others written again); keep the producer only if the
+        abort was clean."""
         error = failure.args[0] if failure.args else failure
-        detail = f"not acknowledged by the in-sync replicas: {_describe(error)}"
+        # The client gets the error's name only; Kafka's text (brokers, paths) stays in the log.
+        detail = f"not acknowledged by the in-sync replicas ({_name_of(failure)}); retry"
+        cause = _describe(error)
         keep = False
         if isinstance(error, KafkaError) and is_fenced(error):
             self.fenced = True
-            log.critical("ingest producer fenced by a newer endpoint of this app: %s", detail)
+            log.critical("ingest producer fenced by a newer endpoint of this app: %s", cause)
             detail = "fenced by a newer ingest endpoint of this app"
         elif self._abort_cleanly():
             keep = True
-            log.warning("ingest transaction aborted (%d requests): %s", len(group.pending), detail)
+            log.warning("ingest transaction aborted (%d requests): %s", len(group.pending), cause)
+            self._producer.poll(0)  # the aborted records' delivery reports: who was refused
         else:
-            log.warning("ingest transaction outcome unknown; new producer: %s", detail)
+            log.warning("ingest transaction outcome unknown; new producer: %s", cause)
         if not keep:
             # Not ready before anyone is answered: a retry must wait for the keys to be re-read.
             self._discard_producer()
+        refused = [p for p in group.pending if p.refusal is not None]
+        if refused and not self.fenced:
+            self._isolate(group, refused)
+            return
+        if keep and self._retry_alone(group):
+            return
         with self._lock:
             for pending in group.pending:
                 self._in_flight.discard(pending.request.key or "")
         for pending in group.pending:
             count = len(pending.request.records)
             pending.future.set_result(Answer("unavailable", count, detail))
+
+    def _isolate(self, group: _Group, refused: list[_Pending]) -> None:
+        """Kafka refused records of this group as too large or invalid. A request alone in its
+        transaction is answered so (413/422); a larger group goes back to the front of the queue
+        one request per transaction, within the requests' own deadlines, to find which it was."""
+        if len(group.pending) == 1:
+            (pending,) = refused
+            with self._lock:
+                self._in_flight.discard(pending.request.key or "")
+            outcome, detail = _REFUSALS[pending.refusal or 0]
+            pending.future.set_result(Answer(outcome, len(pending.request.records), detail))
+            return
+        with self._lock:
+            for pending in reversed(group.pending):
+                pending.acknowledged, pending.refusal, pending.alone = None, None, True
+                pending.second_chances = 2
+                self._queue.appendleft(pending)
+            self._lock.notify()
+
+    def _retry_alone(self, group: _Group) -> bool:
+        """Write an isolated request again after a failure that was not its own (see
+        `_Pending.second_chances`); False when it has none left."""
+        (pending, *others) = group.pending
+        if others or pending.second_chances <= 0:
+            return False
+        with self._lock:
+            pending.acknowledged, pending.second_chances = None, pending.second_chances - 1
+            self._queue.appendleft(pending)
+            self._lock.notify()
+        return True
 
     def _abort_cleanly(self) -> bool:
         """Abort the open transaction; True when the broker confirmed it (nothing visible)."""
@@ -436,6 +549,28 @@ class IngestWriter:
             pending.future.set_result(Answer("unavailable", len(pending.request.records), detail))
 
 
+@dataclass(frozen=True)
+class _KeyStamp:
+    """Keeps the timestamp of a keys record's delivery report (the broker's append time)."""
+
+    key: str
+    stamps: dict[str, int]
+
+    def report(self, error: Any, message: Any) -> None:
+        if error is None and message is not None:
+            kind, stamp = message.timestamp()
+            if kind != 0 and stamp > 0:  # 0: TIMESTAMP_NOT_AVAILABLE
+                self.stamps[self.key] = stamp
+
+
+def _stamped(entries: dict[str, KeyEntry], stamps: dict[str, int]) -> dict[str, KeyEntry]:
+    """Entries timed by Kafka's timestamps where known (see `service.ingest.keys`)."""
+    return {
+        key: replace(entry, at_ms=stamps[key]) if key in stamps else entry
+        for key, entry in entries.items()
+    }
+
+
 def _purge(producer: Any) -> None:
     """Drop whatever the producer still holds; it is not used again."""
     try:
@@ -443,6 +578,14 @@ def _purge(producer: Any) -> None:
         producer.flush(0)
     except Exception:  # a producer in a fatal state may refuse; it is discarded anyway
         log.debug("purging a discarded ingest producer failed", exc_info=True)
+
+
+def _name_of(failure: Exception) -> str:
+    """The error's code name (e.g. NOT_ENOUGH_REPLICAS), or the deadline that passed."""
+    if isinstance(failure, _Expired):
+        return "no acknowledgement in time"
+    error: Any = failure.args[0] if failure.args else None
+    return str(error.name()) if hasattr(error, "name") else "unexpected error"
 
 
 def _describe(error: Any) -> str:

@@ -11,8 +11,9 @@ One small threaded stdlib server on a background thread:
 - `/`         the self-contained HTML status page (service.observe.status_page).
 
 Handlers only read the board and the registry, both thread-safe, so requests need no locking.
-`RoutedServer` is the server itself, serving any `Router` (a function from `Request` to `Reply`);
-the ingest endpoint (`service.ingest`) serves its own routes with it.
+`RoutedServer` is the server itself, serving any `Router` (a function from `Request` to `Reply`).
+It is for operators' tools on a trusted network; the client-facing ingest endpoint runs on
+uvicorn instead (`service.ingest.server`) and shares only the `Reply` helpers.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ brokers in tests/kafka/test_replication.py.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -236,3 +237,37 @@ def test_dstreams_run_serves_the_endpoint_only_when_enabled(
         client.close()
     assert reply.body == {"records": 1, "duplicate": False}
     assert service.writer is not None and not service.writer.ready  # stopped with the block
+
+
+def test_a_record_too_large_for_the_topic_is_413_for_its_request_only(
+    kafka_bootstrap: str, make_topic: Callable[..., str], unique_name: str
+) -> None:
+    # The topic takes 2,000-byte batches; the endpoint's own limit (1 MB) lets larger through.
+    topic = make_topic(
+        kafka_bootstrap, unique_name, partitions=PARTITIONS, config={"max.message.bytes": "2000"}
+    )
+    settings = settings_for(kafka_bootstrap, topic, unique_name.replace("_", "-")[:40])
+    running = start(settings, topic)
+    try:
+        port = running.client.port
+        clients = [IngestClient("127.0.0.1", port) for _ in range(6)]
+        bodies = [lines({"id": i}) for i in range(5)] + [lines({"pad": "x" * 5_000})]
+        replies: list[Any] = [None] * len(bodies)
+
+        def send(index: int) -> None:
+            replies[index] = clients[index].post("events", bodies[index], key=f"k{index}")
+
+        threads = [threading.Thread(target=send, args=(i,)) for i in range(len(bodies))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        statuses = [reply.status for reply in replies]
+        assert statuses == [200] * 5 + [413], [(r.status, r.body) for r in replies]
+        assert "larger than the topic accepts" in str(replies[-1].body["error"])
+        ids = sorted(json.loads(m.value())["id"] for m in read_committed(kafka_bootstrap, topic, 5))
+        assert ids == list(range(5))
+        for client in clients:
+            client.close()
+    finally:
+        running.stop()

@@ -80,3 +80,30 @@ def test_parsing_codec_turns_user_errors_into_decode_errors() -> None:
         codec(b'{"cost": 3}')
     assert resolve_codec(codec) is codec
     assert resolve_codec("utf-8")(b"x") == "x"
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        (b"\xef\xbb\xbf{}", "byte-order mark"),
+        ('{"a": 1}'.encode("utf-16"), "not UTF-8"),
+        ('{"a": 1}'.encode("utf-32"), "not UTF-8"),
+        (b"[NaN]", "NaN is not a JSON number"),
+        (b'{"x": -Infinity}', "-Infinity is not a JSON number"),
+        (b"1e999", "1e999 overflows a double"),
+        (b"9" * 5000, "digits"),
+        (b'"\\ud800"', "lone surrogate"),
+        (b'{"\\udc00": 1}', "lone surrogate"),
+        (b'["a\\u0000b"]', "NUL"),
+        (b"[" * 600 + b"]" * 600, "nested deeper than 512"),
+    ],
+)
+def test_json_refuses_what_strict_readers_and_sinks_refuse(raw: bytes, reason: str) -> None:
+    with pytest.raises(DecodeError) as caught:
+        get_codec("json")(raw)
+    assert reason in caught.value.reason
+
+
+def test_json_keeps_surrogate_pairs_and_nesting_within_the_limit() -> None:
+    assert get_codec("json")(b'["\\ud83d\\ude00"]') == ["\U0001f600"]
+    assert get_codec("json")(b"[" * 500 + b"]" * 500) is not None

@@ -17,11 +17,12 @@ from dataclasses import dataclass, field
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from service.ingest.asgi import IngestApp
 from service.ingest.endpoint import EndpointLimits, IngestRoutes
 from service.ingest.metrics import IngestMetrics
 from service.ingest.parsing import Limits
+from service.ingest.server import IngestServer, ServerOptions
 from service.ingest.writer import Answer, IngestRequest
-from service.observe.http import RoutedServer
 
 NDJSON = {"Content-Type": "application/x-ndjson"}
 
@@ -90,6 +91,10 @@ class Endpoint:
         return 0.0
 
 
+def serve(routes: IngestRoutes) -> IngestServer:
+    return IngestServer(IngestApp(routes, body_timeout_s=5), ServerOptions("127.0.0.1", 0))
+
+
 @pytest.fixture
 def endpoint() -> Iterator[Endpoint]:
     writer = ScriptedWriter()
@@ -97,12 +102,7 @@ def endpoint() -> Iterator[Endpoint]:
     limits = EndpointLimits(
         max_request_bytes=1000, records=Limits(5, 100), max_in_flight=1, wait_s=5
     )
-    server = RoutedServer(
-        IngestRoutes(writer, {"lines": "lines-topic"}, limits, metrics),
-        "127.0.0.1",
-        0,
-        keep_alive=True,
-    )
+    server = serve(IngestRoutes(writer, {"lines": "lines-topic"}, limits, metrics))
     port = server.start()
     try:
         yield Endpoint(writer, metrics, port)
@@ -151,7 +151,8 @@ def test_oversized_requests_are_413_and_never_reach_the_writer(endpoint: Endpoin
 
 def test_unknown_sources_methods_and_types(endpoint: Endpoint) -> None:
     status, _, body = endpoint.post("/ingest/nope", b"1\n")
-    assert status == 404 and "known: lines" in str(body["error"])
+    # Issue #25: a 404 no longer lists the sources (it once said "known: lines").
+    assert status == 404 and "lines" not in json.dumps(body)
     status, _, _ = endpoint.post(
         "/ingest/lines", b"a=1", {"Content-Type": "application/x-www-form-urlencoded"}
     )
@@ -160,14 +161,27 @@ def test_unknown_sources_methods_and_types(endpoint: Endpoint) -> None:
     assert endpoint.writer.received == []
 
 
-def test_a_missing_content_length_is_411(endpoint: Endpoint) -> None:
+def test_a_missing_content_length_is_411_and_a_chunked_body_is_taken(endpoint: Endpoint) -> None:
+    # Issue #25: a chunked body was answered 411 (the assertion of this test once); it is taken.
     with socket.create_connection(("127.0.0.1", endpoint.port), timeout=10) as sock:
         sock.sendall(
             b"POST /ingest/lines HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-ndjson\r\n"
             b"Transfer-Encoding: chunked\r\n\r\n2\r\n1\n\r\n0\r\n\r\n"
         )
-        reply = sock.recv(4096)
-        assert reply.startswith(b"HTTP/1.1 411") and b"Connection: close" in reply
+        assert whole_reply(sock).startswith(b"HTTP/1.1 200")
+        sock.sendall(b"POST /ingest/lines HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert whole_reply(sock).startswith(b"HTTP/1.1 411")
+
+
+def whole_reply(sock: socket.socket) -> bytes:
+    """One reply with a JSON body (head and body may come in separate segments)."""
+    received = b""
+    while not received.endswith(b"}"):
+        piece = sock.recv(4096)
+        if not piece:
+            break
+        received += piece
+    return received
 
 
 def test_unavailable_is_503_with_retry_after(endpoint: Endpoint) -> None:
@@ -239,3 +253,40 @@ def test_ingest_metrics_are_exposed_with_their_types(endpoint: Endpoint) -> None
 def test_an_unknown_outcome_is_refused_by_the_metrics() -> None:
     with pytest.raises(ValueError, match="not one of"):
         IngestMetrics(["lines"], process_metrics=False).answered("lines", "maybe")
+
+
+def test_a_record_the_sources_decoder_refuses_is_422_naming_it() -> None:
+    from connectors.codecs import get_codec
+
+    writer = ScriptedWriter()
+    metrics = IngestMetrics(["lines"], process_metrics=False)
+    limits = EndpointLimits(
+        max_request_bytes=1000, records=Limits(5, 100), max_in_flight=1, wait_s=5
+    )
+    routes = IngestRoutes(writer, {"lines": "t"}, limits, metrics, {"lines": get_codec("utf-8")})
+    server = serve(routes)
+    endpoint = Endpoint(writer, metrics, server.start())
+    try:
+        status, _, body = endpoint.post(
+            "/ingest/lines", b"fine\n\xff\n", {"Content-Type": "text/plain"}
+        )
+        assert (status, body["record"]) == (422, 1)
+        assert writer.received == []
+    finally:
+        server.stop()
+
+
+def test_records_kafka_refuses_are_413_or_422_for_that_request(endpoint: Endpoint) -> None:
+    endpoint.writer.answer = Answer("too_large", 1, "a record is larger than the topic accepts")
+    status, headers, body = endpoint.post("/ingest/lines", b"1\n")
+    assert status == 413 and "Retry-After" not in headers and "larger" in str(body["error"])
+    endpoint.writer.answer = Answer("invalid", 1, "the topic refused a record as invalid")
+    assert endpoint.post("/ingest/lines", b"1\n")[0] == 422
+    assert endpoint.requests_total("too_large") == 1 and endpoint.requests_total("rejected") == 1
+
+
+def test_past_the_keys_bound_the_answer_is_429_with_retry_after(endpoint: Endpoint) -> None:
+    endpoint.writer.answer = Answer("too_many_keys", 1, "keys bound", retry_after_s=42)
+    status, headers, _ = endpoint.post("/ingest/lines", b"1\n", {"Idempotency-Key": "k"})
+    assert status == 429 and headers["Retry-After"] == "42"
+    assert endpoint.requests_total("throttled") == 1

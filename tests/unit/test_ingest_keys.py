@@ -63,3 +63,21 @@ def test_keys_topic_is_compacted_and_expires_keys() -> None:
     assert config["retention.ms"] == "86400000"
     assert int(config["segment.ms"]) <= 86_400_000
     assert default_keys_topic("orders") == "dstreams.ingest-keys.orders"
+
+
+def test_a_bounded_ledger_is_full_and_says_when_the_oldest_expires() -> None:
+    clock = Clock()
+    ledger = KeyLedger(retention_ms=10_000, max_keys=2, clock=clock)
+    ledger.add("a", entry(clock.ms))
+    assert not ledger.full() and ledger.full(pending=1)
+    clock.ms += 2_500
+    ledger.add("b", entry(clock.ms))
+    assert ledger.full()
+    assert ledger.seconds_until_room() == 8  # "a" expires 7.5 s from now: rounded up
+    assert ledger.get("a") is not None  # full, yet nothing forgotten
+    clock.ms += 7_500
+    assert not ledger.full() and ledger.get("a") is None
+
+
+def test_keys_topic_stamps_records_with_the_brokers_clock() -> None:
+    assert topic_config(60_000)["message.timestamp.type"] == "LogAppendTime"

@@ -112,3 +112,51 @@ def test_fingerprint_tells_requests_apart_by_what_they_write() -> None:
         fingerprint("lines", NDJSON, {}, b"2\n"),
     }
     assert base not in others and len(others) == 5
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b"\xef\xbb\xbf{}",
+        '{"a": 1}'.encode("utf-16"),
+        b"[NaN]",
+        b"1e999",
+        b'"\\ud800"',
+        b'"\\u0000"',
+        b"[" * 100_000,
+    ],
+)
+def test_json_records_are_checked_strictly_and_name_the_first_bad_one(line: bytes) -> None:
+    problem = rejected(NDJSON, b'{"ok": 1}\n' + line + b"\n")
+    assert problem.status == 400 and problem.record == 2 and "line 2" in problem.message
+
+
+def test_every_record_must_pass_the_sources_decoder() -> None:
+    from connectors.codecs import ParsingCodec, get_codec
+
+    def price_of(event: dict[str, int]) -> int:
+        return event["price"]
+
+    decoder = ParsingCodec("json", price_of)
+    body = b'{"price": 1}\n{"cost": 2}\n{"cost": 3}\n'
+    with pytest.raises(RequestRejected) as caught:
+        parse_records(NDJSON, {}, body, LIMITS, decoder)
+    assert caught.value.status == 422 and caught.value.record == 2
+    assert "[KeyError] 'price'" in caught.value.message
+    with pytest.raises(RequestRejected) as raw:
+        parse_records("application/octet-stream", {}, b"\xff", LIMITS, get_codec("utf-8"))
+    assert raw.value.status == 422 and raw.value.record == 1
+    assert parse_records(NDJSON, {}, b'{"price": 1}\n', LIMITS, decoder) == [
+        Record(None, b'{"price": 1}')
+    ]
+
+
+def test_keys_must_pass_the_sources_key_codec() -> None:
+    from connectors.codecs import KeyedCodec
+
+    decoder = KeyedCodec("json", "json")
+    with pytest.raises(RequestRejected) as caught:
+        parse_records(NDJSON, {"key": "not json"}, b"1\n", LIMITS, decoder)
+    problem = caught.value
+    assert problem.status == 422 and "key:" in problem.message
+    assert parse_records(NDJSON, {"key": "7"}, b"1\n", LIMITS, decoder)[0].key == b"7"

@@ -35,6 +35,9 @@ class FakeProducer:
         self.aborted = 0
         self.transactions = 0
         self.reports: list[Callable[[Any, Any], None]] = []
+        # Values the "broker" refuses with this error code (reported, then the commit fails).
+        self.refused_values: dict[bytes, int] = {}
+        self.all_reports: list[tuple[bytes, Callable[[Any, Any], None]]] = []
         # Delivery reports are served by poll() once this is set (the broker acknowledged).
         self.acknowledging = threading.Event()
         self.acknowledging.set()
@@ -58,9 +61,17 @@ class FakeProducer:
         self.open.append((topic, key, value, headers))
         if on_delivery is not None:
             self.reports.append(on_delivery)
+            self.all_reports.append((value, on_delivery))
 
     def commit_transaction(self, timeout: float) -> None:
         assert self.open is not None
+        reports, self.all_reports = self.all_reports, []
+        refused = [(v, r) for v, r in reports if v in self.refused_values]
+        for value, report in refused:  # a commit flushes: every delivery report runs
+            report(KafkaError(self.refused_values[value], "scripted"), None)
+        if refused:
+            code = self.refused_values[refused[0][0]]
+            raise kafka_error(code, txn_requires_abort=True)
         if self.commit_errors:
             raise self.commit_errors.pop(0)
         self.committed += self.open
@@ -68,6 +79,7 @@ class FakeProducer:
         self.transactions += 1
 
     def abort_transaction(self, timeout: float) -> None:
+        self.all_reports = []
         self.on_abort()
         if self.abort_error is not None:
             raise self.abort_error
@@ -242,9 +254,49 @@ def test_fencing_stops_the_writer(harness: Harness) -> None:
     answer = harness.send("k1", [b"a"])
     assert answer.outcome == "unavailable" and "fenced" in answer.detail
     assert harness.writer.fenced and not harness.writer.healthy
+    assert not harness.writer.ready  # /readyz 503: a balancer sends clients elsewhere
     assert harness.send("k2", [b"b"]).outcome == "unavailable"
 
 
 def test_stop_writes_what_is_queued_then_refuses(harness: Harness) -> None:
     harness.writer.stop(5)
     assert harness.send("k9", [b"z"]).outcome == "unavailable"
+
+
+@pytest.mark.parametrize(
+    ("code", "outcome"),
+    [(KafkaError.MSG_SIZE_TOO_LARGE, "too_large"), (KafkaError.INVALID_RECORD, "invalid")],
+)
+def test_a_request_kafka_refuses_is_found_alone_and_the_rest_of_its_group_is_written(
+    harness: Harness, code: int, outcome: str
+) -> None:
+    producer = harness.producers[0]
+    producer.acknowledging.clear()  # hold the first transaction open so that all three join it
+    producer.refused_values = {b"huge": code}
+    futures = [
+        harness.writer.submit(IngestRequest("lines", "t", [Record(None, v)], k, "f"))
+        for v, k in ((b"a", "k1"), (b"huge", "k2"), (b"b", "k3"))
+    ]
+    time.sleep(0.1)
+    producer.acknowledging.set()
+    answers = [f.result(10).outcome for f in futures]
+    assert answers == ["written", outcome, "written"]
+    assert sorted(v for t, _, v, _ in producer.committed if t == "t") == [b"a", b"b"]
+    assert harness.ledger.get("k2") is None and harness.ledger.get("k3") is not None
+    # The group's abort, then each request alone: only the culprit's transaction aborts again.
+    assert producer.aborted == 2 and producer.transactions == 2 and len(harness.producers) == 1
+
+
+def test_past_the_keys_bound_a_new_key_is_429_and_no_key_is_forgotten() -> None:
+    harness = Harness()
+    harness.ledger.max_keys = 1
+    harness.writer.start()
+    harness.wait_ready()
+    try:
+        assert harness.send("k1", [b"a"]).outcome == "written"
+        refused = harness.send("k2", [b"b"])
+        assert refused.outcome == "too_many_keys" and (refused.retry_after_s or 0) >= 3000
+        assert harness.send("k1", [b"a"]).outcome == "duplicate"  # still remembered
+        assert harness.send(None, [b"c"]).outcome == "written"  # keyless requests go on
+    finally:
+        harness.writer.stop(5)
