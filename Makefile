@@ -90,6 +90,7 @@ soak: venv sysdeps class-archive
 	DSTREAMS_STATE_CHAOS_LINES=200000 DSTREAMS_STATE_CHAOS_KILLS=10 DSTREAMS_STATE_CHAOS_POINTS=all \
 		$(PY) -m pytest tests/chaos/test_state_chaos.py $(PYTEST_ARGS)
 	DSTREAMS_SOAK=1 $(PY) -m pytest tests/chaos/test_replication_faults.py $(PYTEST_ARGS)
+	DSTREAMS_SOAK=1 $(PY) -m pytest tests/chaos/test_sink_outage.py -k mid_stream $(PYTEST_ARGS)
 	DSTREAMS_EVENT_CHAOS_LINES=60000 DSTREAMS_EVENT_CHAOS_KILLS=10 \
 		$(PY) -m pytest tests/chaos/test_event_time_chaos.py $(PYTEST_ARGS)
 

@@ -42,6 +42,10 @@ class SinkError(DStreamsError):
     """A sink could not write or commit a batch."""
 
 
+class SinkUnavailable(SinkError):
+    """A sink's server stayed unreachable longer than the sink's outage limit."""
+
+
 class ClusterError(DStreamsError):
     """The Spark cluster cannot run the job: no executor came, or executors lack its code."""
 

@@ -19,6 +19,7 @@ from connectors.offsets import OffsetRange
 RUNNING = "running"
 # Batches kept for /status: at 1 s batches, the last few minutes.
 DEFAULT_MAX_BATCHES = 200
+NOT_READY_YET = "recovering or waiting for the first batch to complete"
 
 
 @dataclass
@@ -89,6 +90,7 @@ class StatusBoard:
         self._batches: dict[int, _Batch] = {}
         self._epoch: int | None = None
         self._ready = False
+        self._not_ready_because = NOT_READY_YET
         self._last_heartbeat = clock()
         # Optional pull-based heartbeat: returns the scheduler's last tick on the same clock.
         self.heartbeat_source = heartbeat_source
@@ -157,10 +159,12 @@ class StatusBoard:
         with self._lock:
             self._epoch = epoch
 
-    def set_ready(self, ready: bool = True) -> None:
-        """Ready once recovery finished and the first batch completed (`/readyz`)."""
+    def set_ready(self, ready: bool = True, because: str = NOT_READY_YET) -> None:
+        """Ready once recovery finished and the first batch completed (`/readyz`); `because`
+        says why not, when not."""
         with self._lock:
             self._ready = ready
+            self._not_ready_because = because
 
     def heartbeat(self) -> None:
         """The scheduler is alive; call it at least once per batch interval."""
@@ -173,6 +177,11 @@ class StatusBoard:
     def ready(self) -> bool:
         with self._lock:
             return self._ready
+
+    @property
+    def not_ready_because(self) -> str:
+        with self._lock:
+            return self._not_ready_because
 
     def healthy(self) -> tuple[bool, str]:
         """(alive, why): alive while the scheduler's heartbeat (pushed or pulled) is recent."""
