@@ -4,8 +4,8 @@
 0 after a graceful stop, 3 when a newer driver fenced this one out. It raises what refuses a
 start (`ConfigError`: exit 2; any other `DStreamsError`: exit 4), and `FailedWhileRunning`
 (exit 5) once a batch has begun or recovery has finished: from then on a failure is not a
-refusal to start. A sink's server down past its outage limit (`SinkUnavailable`) is exit 5
-at start-up as well: a passing cause, which a restart outlives.
+refusal to start. A sink's server down past its outage limit (`SinkUnavailable`) and a full
+volume (`DiskFull`) are exit 5 at start-up as well: passing causes, which a restart outlives.
 """
 
 from __future__ import annotations
@@ -59,7 +59,8 @@ under-replicated, access denied, cluster unusable. Needs a person; a restart fai
 EXIT_FAILED = 5
 """Failed while running: a batch (new or replayed) failed. A restart replays it from the
 journal, which helps when the cause was passing (a broker, an executor, a sink down). Also a
-sink's server down past its `outage_limit_ms`, at start-up too (`SinkUnavailable`)."""
+sink's server down past its `outage_limit_ms`, or a full volume, at start-up too
+(`SinkUnavailable`, `DiskFull`)."""
 # The log line's prefix once Spark has started: refusals must come before it.
 SPARK_UP = "Spark started"
 
