@@ -35,6 +35,7 @@ from typing import Any
 
 from service.durable import fsync_directory, naming_a_full_disk, replace_durably
 from service.errors import DStreamsError
+from service.graph.key_placement import key_placement
 
 MANIFEST = "_manifest.json"
 FORMAT_VERSION = 2
@@ -256,6 +257,9 @@ class PieceManifest:
     sha256: tuple[str, ...]
     version: int = FORMAT_VERSION
     """Layout of the part files (see `read_partition`)."""
+    key_placement: str | None = None
+    """What placed the keys of a keyed piece in its partitions (`service.graph.key_placement`);
+    None for rows, and in manifests written before dstreams recorded it."""
 
     @property
     def total_records(self) -> int:
@@ -273,6 +277,7 @@ class PieceManifest:
             "records": list(self.records),
             "sizes": list(self.sizes),
             "sha256": list(self.sha256),
+            **({"key_placement": self.key_placement} if self.key_placement else {}),
         }
 
     @classmethod
@@ -292,6 +297,7 @@ class PieceManifest:
             tuple(int(n) for n in data["sizes"]),
             tuple(str(h) for h in data["sha256"]),
             version,
+            data.get("key_placement"),
         )
 
     @classmethod
@@ -306,6 +312,7 @@ class PieceManifest:
             tuple(r[1] for r in ordered),
             tuple(r[2] for r in ordered),
             tuple(r[3] for r in ordered),
+            key_placement=None if fmt == "rows" else key_placement(),
         )
 
 
@@ -382,6 +389,15 @@ class CheckpointStore:
         """Checks a piece against its manifest (every part there, sizes and, with `read_data`,
         SHA-256); raises `CheckpointError` saying what is wrong."""
         manifest = self.manifest(ref)
+        placed = manifest.key_placement
+        if placed is not None and placed != key_placement():
+            msg = (
+                f"checkpoint piece {ref!r}: its keys were placed in partitions by {placed!r}, "
+                f"this driver places them by {key_placement()!r} (a new Python or "
+                "PYTHONHASHSEED), so they would be looked for in the wrong partitions; run the "
+                "previous one, or start the job under a new app id and journal"
+            )
+            raise CheckpointError(msg)
         for index in range(manifest.partitions):
             part = self.path(ref) / part_name(index)
             if not part.exists():
