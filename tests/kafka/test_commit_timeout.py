@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -67,7 +68,8 @@ def read_committed(bootstrap: str, topic: str) -> list[tuple[int, bytes]]:
     try:
         consumer.assign([TopicPartition(topic, 0, 0)])
         seen: list[tuple[int, bytes]] = []
-        for _ in range(120):
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
             message = consumer.poll(1.0)
             if message is None:
                 continue
@@ -76,7 +78,11 @@ def read_committed(bootstrap: str, topic: str) -> list[tuple[int, bytes]]:
                     return seen
                 raise AssertionError(message.error())
             seen.append((message.offset(), message.value()))
-        msg = f"{topic}: no end of partition within 120 s"
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0))
+        msg = (
+            f"{topic}: read_committed saw {len(seen)} records and no end of partition within "
+            f"120 s (offsets {low}..{high}): a transaction is still open there"
+        )
         raise AssertionError(msg)
     finally:
         consumer.close()
