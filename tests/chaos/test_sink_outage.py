@@ -39,8 +39,11 @@ from tests.chaos.conftest import (
 
 SOAK = os.environ.get("DSTREAMS_SOAK") == "1"
 OUTAGE_S = 60.0 if SOAK else 20.0
-LINES = 6_000
-PER_SECOND = 100  # the feed lasts through the outage: ~40 s, ~100 s under soak
+PER_SECOND = 100
+PRELOADED = 500
+# Fed from the first completed batches until well past the outage, so that batches keep having
+# PostgreSQL rows to write (an empty batch writes nothing and would not notice the outage).
+LINES = PRELOADED + int(PER_SECOND * (OUTAGE_S + 30))
 STARTUP_OUTAGE_S = 12.0
 
 
@@ -91,13 +94,14 @@ def test_postgres_stopped_mid_stream_is_waited_for_then_exact(
     app = outage_app
     lines = make_lines(chaos_seed(), LINES)
     _, feeder = Feeder.after_preloading(
-        app.bootstrap, app.input_topic, [line.encode() for line in lines], 500, PER_SECOND
+        app.bootstrap, app.input_topic, [line.encode() for line in lines], PRELOADED, PER_SECOND
     )
     driver = app.service()
     driver.start()
-    feeder.start()
-    app.wait_completed(driver, batches=3)
+    app.wait_completed(driver, batches=2)
     wait_until(lambda: readyz(driver)[0] == 200, 60, "/readyz to turn ready")
+    feeder.start()
+    time.sleep(3)
 
     own_postgres.stop_server()
     wait_until(lambda: PG_OUT in readyz(driver)[1], 60, "/readyz to name the waiting output")
