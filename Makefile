@@ -92,6 +92,7 @@ soak: venv sysdeps class-archive
 		$(PY) -m pytest tests/chaos/test_state_chaos.py $(PYTEST_ARGS)
 	DSTREAMS_SOAK=1 $(PY) -m pytest tests/chaos/test_replication_faults.py \
 		tests/chaos/test_brokers_down_past_transaction_timeout.py $(PYTEST_ARGS)
+	DSTREAMS_SOAK=1 $(PY) -m pytest tests/chaos/test_sink_outage.py -k mid_stream $(PYTEST_ARGS)
 	DSTREAMS_EVENT_CHAOS_LINES=60000 DSTREAMS_EVENT_CHAOS_KILLS=10 \
 		$(PY) -m pytest tests/chaos/test_event_time_chaos.py $(PYTEST_ARGS)
 

@@ -42,6 +42,18 @@ class SinkError(DStreamsError):
     """A sink could not write or commit a batch."""
 
 
+class SinkUnavailable(SinkError):
+    """A sink's server stayed unreachable longer than the sink's outage limit."""
+
+
+class DiskFull(DStreamsError):
+    """A volume the service writes to (journal, checkpoints, files sink) has no space left."""
+
+
+class JournalDiskFull(DiskFull, JournalError):
+    """The file journal's volume is full: the append was not journaled, nor will later ones."""
+
+
 class ClusterError(DStreamsError):
     """The Spark cluster cannot run the job: no executor came, or executors lack its code."""
 

@@ -152,6 +152,25 @@ class Sink(Protocol):
         """Driver-side, at shutdown: release this process's clients. Idempotent."""
 
 
+@runtime_checkable
+class WaitsOutOutages(Protocol):
+    """A sink whose server may be down for a while (docs/architecture.md, "Faults").
+
+    When a batch's `setup`, write job or `commit` fails while `unreachable()` gives a reason,
+    the driver waits for the server, with backoff, for up to `outage_limit_s` seconds, and then
+    runs the same step again: writes are idempotent, so what was committed before is skipped.
+    """
+
+    @property
+    def outage_limit_s(self) -> float:
+        """How long an outage may last before the service stops (exit 5)."""
+        ...
+
+    def unreachable(self) -> str | None:
+        """Driver-side: why the server cannot be used now, or None when it can."""
+        ...
+
+
 class WithoutKafka:
     """The members of `Sink` that a destination other than Kafka has nothing to do in: it needs
     nothing of the Kafka cluster, takes any number of tasks as it is, and keeps no per-batch

@@ -7,7 +7,9 @@ copies of one task exactly one publishes (the others report a skip). Its presenc
 that makes `write` idempotent. Rows are sorted (by their canonical JSON), so a replayed batch
 writes identical bytes whatever order its rows arrived in; an Avro part also has a sync marker
 fixed by its schema, where Avro writers usually pick a random one. A batch is visible once its
-`_SUCCESS` file exists.
+`_SUCCESS` file exists. A new batch folder is made durable in its parent (its entry fsynced)
+before its parts are published. A write that fails leaves no temporary file, and a full volume
+is one `DiskFull` naming the part (docs/architecture.md, "Faults").
 """
 
 from __future__ import annotations
@@ -21,7 +23,13 @@ from typing import Any
 
 from connectors.avro import AvroEncoder, sync_marker
 from service import faults
-from service.durable import fsync_directory, synced_temp
+from service.durable import (
+    fsync_directory,
+    make_dirs_durably,
+    naming_a_full_disk,
+    replace_durably,
+    synced_temp,
+)
 from service.errors import SinkError
 from sinks.base import BatchKey, WithoutKafka, WriteResult
 
@@ -67,7 +75,10 @@ class FileSink(WithoutKafka):
             payload = _avro_container(self.avro, [json.loads(line) for line in lines], key)
         else:
             payload = "".join(line + "\n" for line in lines).encode()
-        if not _publish_new(target, payload):
+        what = f"files sink: part {key.partition} of batch {key.batch_time} of {key.output}"
+        with naming_a_full_disk(target, what):
+            published = _publish_new(target, payload)
+        if not published:
             return WriteResult(rows=0, skipped=True)  # a concurrent copy of the task was first
         return WriteResult(rows=len(lines))
 
@@ -85,8 +96,9 @@ class FileSink(WithoutKafka):
             raise SinkError(msg)
         marker = json.dumps({"app": app, "batch_time": batch_time, "partitions": partitions})
         target = folder / SUCCESS
-        os.replace(_durable_temp(target, marker.encode()), target)  # the same bytes every time
-        fsync_directory(folder)
+        with naming_a_full_disk(target, f"files sink: commit of batch {batch_time} of {output}"):
+            make_dirs_durably(folder)  # an empty batch has no part, so maybe no folder yet
+            replace_durably(target, marker.encode())  # the same bytes every time
 
     def close(self) -> None:
         """Nothing to release: every file is closed by the call that wrote it."""
@@ -154,5 +166,5 @@ def _publish_new(target: Path, payload: bytes) -> bool:
 
 def _durable_temp(target: Path, payload: bytes) -> Path:
     """`payload` in an fsynced temporary file next to `target` (hidden by its leading dot)."""
-    target.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs_durably(target.parent)
     return synced_temp(target, payload)

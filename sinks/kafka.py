@@ -18,6 +18,9 @@
 4. On an abortable error, abort and go back to 2. On a fatal, fencing or ambiguous error (a commit
    that timed out may or may not have happened), discard the producer and go back to 1: the new
    producer's ``init_transactions()`` settles the old transaction, and step 2 reads the outcome.
+   A timed-out commit is never retried or aborted with its producer (librdkafka lacks KIP-890:
+   a late record of it could land in the next transaction of the same epoch); the commit goes
+   through `connectors.kafka_client.commit_transaction`, whose `CommitTimedOut` says so.
    Only after fencing is the retry immediate; other errors may be a failover, given time to settle.
 
 Rows are ``(key, value)`` 2-tuples or plain values; a value that is itself a pair must be written as
@@ -59,10 +62,12 @@ from confluent_kafka import KafkaException
 from connectors.avro import AvroOutput
 from connectors.kafka_client import (
     JAVA_PLACEMENT,
+    CommitTimedOut,
     TopicRole,
     TopicSpec,
     broker_transaction_limit,
     check_topic_name,
+    commit_transaction,
     ensure_topic,
     is_fenced,
     new_admin_client,
@@ -391,6 +396,11 @@ class KafkaSink:
             return _Outcome.COMMITTED
         except KafkaException as exc:
             return self._recover(producer, key, exc.args[0], attempt)
+        except CommitTimedOut as timed_out:
+            # Fatal for this producer: the next attempt's producer takes a new epoch first.
+            _LOG.warning("%s attempt %d: %s", key, attempt, timed_out)
+            discard_producer(producer)
+            return _Outcome.RETRY_LATER
         except BaseException:
             discard_producer(producer)  # a cached producer must never stay inside a transaction
             raise
@@ -413,7 +423,7 @@ class KafkaSink:
         faults.crash_point("sink-mid-write")
         # The broker aborts a transaction older than transaction.timeout.ms, so waiting longer for
         # the commit cannot help; a timeout here is ambiguous and `_recover` settles it.
-        client.commit_transaction(self.transaction_timeout_ms / 1000)
+        commit_transaction(client, self.transaction_timeout_ms / 1000, str(key))
         client.poll(0)  # serve the marker's delivery report, if the commit's flush did not
         if not offsets:
             msg = f"{key}: committed, but the marker's offset was not reported; retry the task"

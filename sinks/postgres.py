@@ -14,6 +14,10 @@
    the doubt: the marker is present (committed: skip) or absent (write again). Each marker names
    the write call that made it, so a settled write knows whether its own copy committed.
 
+A server that stays down longer than a write's few attempts fails the task and then the write
+job; the driver then asks `unreachable()` and, while the server is down, waits for it for up to
+`outage_limit_s` before running the job again (`WaitsOutOutages`, docs/architecture.md, "Faults").
+
 Rows are tuples or lists (mapped to ``columns`` in order, e.g. a word count's ``(word, count)``)
 or mappings (read by column name; extra keys are ignored). Without ``columns`` the table must exist
 and all its columns are used, in table order. The sink pickles to executors as configuration only;
@@ -48,6 +52,11 @@ _ATTEMPTS = 4
 _BACKOFF_S = 0.2
 # Must stay well under Spark's task timeouts so a dead server fails the task rather than hanging it.
 _CONNECT_TIMEOUT_S = 10
+# What a server may stay down before the service stops: restarts and fail-overs take seconds to
+# a minute or two; longer is an incident for a person (`sinks.<name>.outage_limit_ms`).
+DEFAULT_OUTAGE_LIMIT_S = 300.0
+# The driver's probe of a server that is down: refused at once, or dropped on the floor.
+_PROBE_TIMEOUT_S = 5
 _APP = "dstreams-sink"  # application_name, so operators can find our sessions in pg_stat_activity
 _SQL_TYPE = re.compile(r"^[A-Za-z][A-Za-z0-9_ ]*(\(\s*\d+\s*(,\s*\d+\s*)?\))?(\[\])?$")
 
@@ -89,12 +98,14 @@ class PostgresSink(WithoutKafka):
         markers_table: str = "dstreams_batches",
         column_types: Mapping[str, str] | None = None,
         version_column: str | None = None,
+        outage_limit_s: float = DEFAULT_OUTAGE_LIMIT_S,
     ) -> None:
         """``column_types`` (name -> SQL type) is needed only if ``setup`` must create ``table``.
 
         ``version_column`` (with ``key_columns``): an upsert replaces a row only with a higher
         value there, so an event-time window's row keeps its highest revision whatever order
-        corrections arrive in."""
+        corrections arrive in. ``outage_limit_s``: how long the driver waits for a server that
+        is down (see the module docstring)."""
         self._dsn = dsn if isinstance(dsn, SecretStr) else SecretStr(dsn)
         self.table = table
         self.columns = list(columns) if columns is not None else None
@@ -102,6 +113,7 @@ class PostgresSink(WithoutKafka):
         self.markers_table = markers_table
         self.column_types = dict(column_types) if column_types else None
         self.version_column = version_column
+        self.outage_limit_s = outage_limit_s
         self._resolved: list[str] | None = self.columns
         _check_config(self)
 
@@ -205,6 +217,18 @@ class PostgresSink(WithoutKafka):
             return sum(int(row[0]) for row in conn.execute(query))  # the one row count(*) gives
 
         return self._on_driver(f"count the rows of {self.table}", count)
+
+    def unreachable(self) -> str | None:
+        """Why the server cannot be used now (a fresh connection and a round trip), or None."""
+        secret = self._dsn.get_secret_value()
+        try:
+            with psycopg.connect(
+                secret, connect_timeout=_PROBE_TIMEOUT_S, application_name=_APP
+            ) as conn:
+                conn.execute("SELECT 1")
+        except psycopg.OperationalError as exc:
+            return _redact(f"{type(exc).__name__}: {exc}".strip(), self._dsn)
+        return None
 
     def close(self) -> None:
         """Close this process's (and thread's) cached connection to the DSN, if one is open."""

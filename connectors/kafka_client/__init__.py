@@ -10,6 +10,9 @@
 - `factory`: every consumer, producer and admin client, each configured in one place (the
   connection and security settings merged once, librdkafka's log lines sent to Python logging).
   No module outside this package constructs a confluent-kafka client.
+- `transactions`: `commit_transaction`, which turns a timed-out commit into `CommitTimedOut`:
+  fatal for that producer, which is `discard`ed and replaced (`reinitialised`, a new epoch)
+  before any further write, since librdkafka lacks KIP-890's transaction hardening.
 - `access`: `check_credentials` and `check_permissions`, the start-up check that turns a refused
   login, a failed TLS handshake or a missing ACL into one `KafkaAccessError` naming the fix.
 
@@ -58,6 +61,12 @@ from connectors.kafka_client.factory import (
     transactional_producer_config,
 )
 from connectors.kafka_client.tail import CommittedTail
+from connectors.kafka_client.transactions import (
+    CommitTimedOut,
+    commit_transaction,
+    discard,
+    reinitialised,
+)
 from connectors.kafka_client.watermarks import TRY_TIMEOUT_S, end_offsets
 
 __all__ = [
@@ -70,6 +79,7 @@ __all__ = [
     "PERMANENT_CODES",
     "TRY_TIMEOUT_S",
     "ClientConf",
+    "CommitTimedOut",
     "CommittedTail",
     "ErrorKind",
     "Mismatch",
@@ -81,9 +91,11 @@ __all__ = [
     "broker_transaction_limit",
     "check_topic_name",
     "classify",
+    "commit_transaction",
     "consumer_config",
     "describe_topic",
     "describe_topics",
+    "discard",
     "end_offsets",
     "ensure_topic",
     "idempotent_producer_config",
@@ -97,6 +109,7 @@ __all__ = [
     "new_producer",
     "new_transactional_producer",
     "partition_count",
+    "reinitialised",
     "transactional_producer_config",
     "wait_for_leaders",
 ]

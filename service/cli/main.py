@@ -77,7 +77,8 @@ def run(config_path: Path | None, app_dir: Path, standby: bool) -> None:
     runs in the same process. The job's module is imported from --app-dir (the working
     directory) first. Exit codes: 0 graceful stop, 2 bad configuration, 3 fenced out by a
     newer driver, 4 refused to start (journal damaged, graph changed, offsets lost, topics
-    under-replicated), 5 failed while running (a batch failed; a restart replays it).
+    under-replicated), 5 failed while running (a batch failed, a sink's server stayed down past
+    its outage_limit_ms, or a volume is full, at start-up too; a restart replays it).
 
     \b
     Example:
@@ -106,7 +107,7 @@ def serve(settings: Settings) -> int:
         FailedWhileRunning,
         run_service,
     )
-    from service.errors import ConfigError, DStreamsError
+    from service.errors import ConfigError, DiskFull, DStreamsError, SinkUnavailable
     from service.ingest.app import ingest_alongside
 
     try:
@@ -122,6 +123,14 @@ def serve(settings: Settings) -> int:
             "from the journal",
             err=True,
         )
+        return EXIT_FAILED
+    except SinkUnavailable as error:
+        # At start-up too: a server that is down is a passing cause, not a refusal.
+        click.echo(f"dstreams stopped, a sink was unavailable: {error}", err=True)
+        return EXIT_FAILED
+    except DiskFull as error:
+        # At start-up too (the journal's epoch record): freeing space is all a restart needs.
+        click.echo(f"dstreams stopped, disk full: {error}", err=True)
         return EXIT_FAILED
     except DStreamsError as error:
         # Journal damage, graph changes, lost offsets: what is wrong and what to do, no traceback.

@@ -95,6 +95,9 @@ class PostgresSinkSettings(ConfigModel):
     version_column: SqlName | None = None
     """With key_columns: a row is replaced only by one with a higher value here (e.g. the
     `revision` of event-time window results, so the table keeps the latest correction)."""
+    outage_limit_ms: DurationMs = 300_000
+    """How long the server may be down (unreachable) before the service stops: meanwhile the
+    batch waits and retries with backoff, and /readyz is not ready."""
 
     @model_validator(mode="after")
     def _keys_are_columns(self) -> PostgresSinkSettings:
@@ -126,6 +129,7 @@ class PostgresSinkSettings(ConfigModel):
             key_columns=list(self.key_columns) or None,
             column_types=self.column_types or None,
             version_column=self.version_column,
+            outage_limit_s=self.outage_limit_ms / 1000,
         )
 
 

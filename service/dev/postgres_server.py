@@ -8,6 +8,9 @@ user that the Debian package creates.
 
     with LocalPostgres() as pg:
         psycopg.connect(pg.dsn)
+
+For a test of an outage, ``stop_server()`` stops the server process alone (its data dir and port
+stay) and ``restart_server()`` starts it again on the same port.
 """
 
 from __future__ import annotations
@@ -124,6 +127,7 @@ class LocalPostgres(StartedOnEnter):
         self.base_dir: Path | None = None
         self.port: int | None = None
         self._proc: subprocess.Popen[bytes] | None = None
+        self._stopped_port: int | None = None
 
     @property
     def pid(self) -> int | None:
@@ -206,9 +210,32 @@ class LocalPostgres(StartedOnEnter):
                 log.info("port %s was taken before PostgreSQL bound it; retrying", self.port)
                 self.log_path.unlink(missing_ok=True)
 
-    def _launch(self, bin_dir: Path, run_as: _RunAs) -> subprocess.Popen[bytes]:
+    def stop_server(self) -> None:
+        """Stop the server process (fast shutdown, by PID), keeping its data dir and port: an
+        outage, ended by `restart_server()`."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            msg = "expected a running server to stop, found none"
+            raise PostgresServerError(msg)
+        _stop_process(proc)
+        self._stopped_port = self.port
+        log.info("PostgreSQL (PID %s) stopped for an outage", proc.pid)
+
+    def restart_server(self) -> None:
+        """Start the server stopped by `stop_server()` again, on its port, with its data."""
+        if self._stopped_port is None or self._proc is not None:
+            msg = "expected a server stopped by stop_server(), found none"
+            raise PostgresServerError(msg)
+        port, self._stopped_port = self._stopped_port, None
+        proc = self._launch(self._bin_dir or find_bin_dir(), _RunAs(), port)
+        self._wait_ready(proc)
+        log.info("PostgreSQL restarted on 127.0.0.1:%s (PID %s)", port, proc.pid)
+
+    def _launch(
+        self, bin_dir: Path, run_as: _RunAs, port: int | None = None
+    ) -> subprocess.Popen[bytes]:
         base = self._require_base()
-        self.port = free_port()
+        self.port = port or free_port()
         args = [str(bin_dir / "postgres"), "-D", str(base / "data"), "-p", str(self.port)]
         args += ["-k", str(self.socket_dir)]
         for name, value in _SERVER_SETTINGS.items():
@@ -247,6 +274,7 @@ class LocalPostgres(StartedOnEnter):
             shutil.rmtree(self.base_dir, ignore_errors=True)
             self.base_dir = None
         self.port = None
+        self._stopped_port = None
 
 
 def _stop_process(proc: subprocess.Popen[bytes]) -> None:

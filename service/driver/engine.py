@@ -3,7 +3,9 @@
 `run_service(settings)` is what `dstreams run` calls. It returns the process exit code:
 0 after a graceful stop, 3 when a newer driver fenced this one out. It raises what refuses a
 start (`ConfigError`: exit 2; any other `DStreamsError`: exit 4), and `FailedWhileRunning`
-(exit 5) once a batch has begun: from then on a failure is not a refusal to start.
+(exit 5) once a batch has begun or recovery has finished: from then on a failure is not a
+refusal to start. A sink's server down past its outage limit (`SinkUnavailable`) and a full
+volume (`DiskFull`) are exit 5 at start-up as well: passing causes, which a restart outlives.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from service.driver.preflight import check_storage as check_storage
 from service.driver.preflight import load_job as load_job
 from service.driver.recovery import JournalLog, recover
 from service.driver.scheduler import Scheduler
+from service.driver.sink_outages import SinkOutages
 from service.driver.spark import create_spark_context, driver_address
 from service.driver.warm_state import PreloadedCheckpoint, StatePreloader
 from service.errors import DStreamsError, FencedOut
@@ -57,7 +60,9 @@ EXIT_REFUSED = 4
 under-replicated, access denied, cluster unusable. Needs a person; a restart fails the same way."""
 EXIT_FAILED = 5
 """Failed while running: a batch (new or replayed) failed. A restart replays it from the
-journal, which helps when the cause was passing (a broker, an executor, a sink down)."""
+journal, which helps when the cause was passing (a broker, an executor, a sink down). Also a
+sink's server down past its `outage_limit_ms`, or a full volume, at start-up too
+(`SinkUnavailable`, `DiskFull`)."""
 # The log line's prefix once Spark has started: refusals must come before it.
 SPARK_UP = "Spark started"
 
@@ -103,6 +108,8 @@ class Service:
         self.sc: Any = None
         self._job_zip_dir: tempfile.TemporaryDirectory[str] | None = None
         self.election: Election | None = None
+        self.recovered = False
+        """Recovery has finished: from now on a failure is one of a running service."""
         self.preloaded: PreloadedCheckpoint | None = None
         """What a warm standby read of the latest checkpoint before it was elected."""
 
@@ -116,7 +123,7 @@ class Service:
             log.critical("fenced out by a newer driver, stopping at once: %s", error)
             return EXIT_FENCED
         except Exception as error:
-            if self.lifecycle is None or not self.lifecycle.batches_begun:
+            if not self.past_start_up():
                 raise  # a refusal to start (or a crash of start-up itself)
             log.critical("failed while running, stopping", exc_info=True)
             raise FailedWhileRunning(failure_summary(error)) from error
@@ -130,6 +137,11 @@ class Service:
                 self.sc.stop()
             if self._job_zip_dir is not None:
                 self._job_zip_dir.cleanup()
+
+    def past_start_up(self) -> bool:
+        """Whether a batch has begun (a replayed one counts) or recovery has finished."""
+        begun = self.lifecycle is not None and self.lifecycle.batches_begun > 0
+        return begun or self.recovered
 
     def _run(self) -> int:
         settings = self.settings
@@ -147,6 +159,7 @@ class Service:
         self.observer.set_epoch(epoch)
         self.lifecycle = self._make_lifecycle(self.ctx, journal, epoch)
         recovered = recover(self.ctx, journal, self.lifecycle, epoch)
+        self.recovered = True
         self.observer.recovered(recovered.seconds, recovered.replayed_batches)
         self.observer.ready_after_first_batch()
         if not self.scheduler.stopping.is_set():
@@ -189,7 +202,10 @@ class Service:
             )
             self.observer.checkpoint_interval(interval_ms / 1000)
         checkpoints.preloaded, self.preloaded = self.preloaded, None
-        lifecycle = BatchLifecycle(ctx, journal_log, self.observer, acknowledge, checkpoints)
+        outages = SinkOutages(self.observer)
+        lifecycle = BatchLifecycle(
+            ctx, journal_log, self.observer, acknowledge, checkpoints, outages
+        )
         lifecycle.setup_outputs()
         return lifecycle
 

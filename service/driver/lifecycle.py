@@ -13,6 +13,10 @@ For batch time `t`:
 7. `checkpoints.after_completed`: every N batches, a stateful graph's state is checkpointed
    (see `service.driver.checkpoints`); it runs right after step 5.
 
+Steps 3 and 4 (and each output's setup) run through `outages`: a sink whose server is down is
+waited for, with backoff and up to its limit, and the step runs again
+(`service.driver.sink_outages`).
+
 The plan is a value (`service.graph.plan.BatchPlan`) passed down every step; no source keeps a
 copy. A replay (after a crash) starts at step 3 with the plan rebuilt from the journal.
 """
@@ -23,10 +27,12 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from typing import Protocol
 
 from connectors.offsets import OffsetRange
 from service import faults
+from service.driver.sink_outages import RunDirectly, SinkOutages
 from service.driver.steps import StepTimer
 from service.graph.base import BatchOutcome, OutputResult
 from service.graph.context import StreamingContext
@@ -113,8 +119,10 @@ class BatchLifecycle:
         observer: BatchObserver | None = None,
         acknowledge: Acknowledge | None = None,
         checkpoints: StateCheckpointer | None = None,
+        outages: SinkOutages | RunDirectly | None = None,
     ) -> None:
         self.ctx = ctx
+        self.outages = outages or RunDirectly()
         self.journal = journal
         self.observer: BatchObserver = observer or NullObserver()
         self.acknowledge_offsets = acknowledge
@@ -127,7 +135,7 @@ class BatchLifecycle:
 
     def setup_outputs(self) -> None:
         for output in self.ctx.outputs:
-            output.setup(self.ctx.app_id)
+            self.outages.run(output, partial(output.setup, self.ctx.app_id))
 
     def run_new(
         self, batch_time: int, scheduling_delay_s: float = 0.0, rate: float | None = None
@@ -159,7 +167,10 @@ class BatchLifecycle:
 
     def run_outputs(self, plan: BatchPlan) -> list[OutputResult]:
         self.ctx.step_stateful(plan)
-        return [output.run(self.ctx.app_id, plan) for output in self.ctx.outputs]
+        app = self.ctx.app_id
+        return [
+            self.outages.run(output, partial(output.run, app, plan)) for output in self.ctx.outputs
+        ]
 
     def commit_sinks(self, batch_time: int, results: list[OutputResult]) -> list[OutputResult]:
         """Commits every output; returns the results with each commit's duration and time."""
@@ -167,7 +178,7 @@ class BatchLifecycle:
         committed = []
         for output, result in zip(self.ctx.outputs, results, strict=True):
             started = time.monotonic()
-            output.commit(self.ctx.app_id, batch_time, result)
+            self.outages.run(output, partial(output.commit, self.ctx.app_id, batch_time, result))
             seconds = time.monotonic() - started
             committed.append(replace(result, commit_seconds=seconds, committed_at=time.time()))
         return committed

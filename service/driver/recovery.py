@@ -131,8 +131,13 @@ def check_graph(state: JournalState, ctx: StreamingContext) -> None:
     last = state.last_planned
     if last is None or last.graph_fingerprint == ctx.fingerprint():
         return
+    if last.graph_fingerprint == ctx.fingerprint(with_key_placement=False):
+        return  # journaled before dstreams recorded the key placement; the graph is the same
     old_graph = _journaled_graph(state)
-    changes = describe_graph_change(old_graph, json.loads(ctx.graph_json()))
+    new_graph = json.loads(ctx.graph_json())
+    if placement_change_is_harmless(old_graph, new_graph, state, ctx):
+        return
+    changes = describe_graph_change(old_graph, new_graph)
     msg = (
         f"the job's graph changed since the journal was written (fingerprint "
         f"{last.graph_fingerprint} -> {ctx.fingerprint()}): {'; '.join(changes)}. "
@@ -141,6 +146,24 @@ def check_graph(state: JournalState, ctx: StreamingContext) -> None:
         "graph under a new app id (and journal) so it begins afresh."
     )
     raise GraphChanged(msg)
+
+
+def placement_change_is_harmless(
+    old: dict[str, Any] | None, new: dict[str, Any], state: JournalState, ctx: StreamingContext
+) -> bool:
+    """Whether only the key placement changed, where nothing depends on it: no state (which is
+    checkpointed by placement) and no unfinished batch (whose replay shuffles by it)."""
+    if old is None or {**old, "key_placement": None} != {**new, "key_placement": None}:
+        return False
+    if ctx.stateful_streams() or state.pending():
+        return False
+    log.warning(
+        "keys are placed differently from when the journal was written (%s -> %s); nothing "
+        "journaled depends on it (no state, no unfinished batch), so the job goes on",
+        old.get("key_placement"),
+        new.get("key_placement"),
+    )
+    return True
 
 
 def restore_positions(state: JournalState, ctx: StreamingContext) -> None:
@@ -183,6 +206,12 @@ def describe_graph_change(old: dict[str, Any] | None, new: dict[str, Any]) -> li
     if old is None:
         return ["the journal does not hold the previous graph's description"]
     changes: list[str] = []
+    if "key_placement" in old and old["key_placement"] != new.get("key_placement"):
+        changes.append(
+            f"keys are placed in partitions by {old['key_placement']!r}, now by "
+            f"{new.get('key_placement')!r} (a new Python or PYTHONHASHSEED): the state and "
+            "unfinished batches would be read from the wrong partitions; run the previous one"
+        )
     old_outputs = {o["name"]: o for o in old.get("outputs", [])}
     new_outputs = {o["name"]: o for o in new.get("outputs", [])}
     changes += [

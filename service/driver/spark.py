@@ -20,8 +20,8 @@ from service.config.masters import SparkMaster, parse_master
 from service.config.paths import shipped_config_file
 from service.driver import class_archive as jvm_archive
 from service.errors import ConfigError
+from service.graph.key_placement import HASH_SEED
 
-HASH_SEED = "0"
 LOG4J2_FILE = shipped_config_file("log4j2.properties")
 # The same loggers with Spark's JSON layout, for `logging.format` json (docs/architecture.md,
 # Observability): one log format per process, so a collector never meets a text line.

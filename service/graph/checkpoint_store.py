@@ -26,14 +26,16 @@ import hashlib
 import json
 import os
 import shutil
+import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from service.durable import fsync_directory, replace_durably
+from service.durable import fsync_directory, naming_a_full_disk, replace_durably
 from service.errors import DStreamsError
+from service.graph.key_placement import key_placement
 
 MANIFEST = "_manifest.json"
 FORMAT_VERSION = 2
@@ -189,7 +191,19 @@ def write_partition(
     folder = Path(directory)
     folder.mkdir(parents=True, exist_ok=True)
     final = folder / part_name(index)
-    temp = folder / f".{final.name}.{os.getpid()}.tmp"
+    temp = folder / f".{final.name}.{uuid.uuid4().hex}.tmp"
+    try:
+        with naming_a_full_disk(final, f"checkpoint store: state partition {index}"):
+            records, size, digest = _write_chunks(temp, fmt, rows)
+            temp.replace(final)
+    except BaseException:
+        temp.unlink(missing_ok=True)  # a retried task must not leave one behind per attempt
+        raise
+    yield (index, records, size, digest)
+
+
+def _write_chunks(temp: Path, fmt: str, rows: Iterable[Any]) -> tuple[int, int, str]:
+    """Writes and fsyncs `rows` in chunks to `temp`; `(records, bytes, sha256)`."""
     digest = hashlib.sha256()
     records = size = 0
     with temp.open("wb") as out:
@@ -201,8 +215,7 @@ def write_partition(
             size += len(line)
         out.flush()
         os.fsync(out.fileno())
-    temp.replace(final)
-    yield (index, records, size, digest.hexdigest())
+    return records, size, digest.hexdigest()
 
 
 def _chunks(rows: Iterable[Any]) -> Iterator[list[Any]]:
@@ -244,6 +257,9 @@ class PieceManifest:
     sha256: tuple[str, ...]
     version: int = FORMAT_VERSION
     """Layout of the part files (see `read_partition`)."""
+    key_placement: str | None = None
+    """What placed the keys of a keyed piece in its partitions (`service.graph.key_placement`);
+    None for rows, and in manifests written before dstreams recorded it."""
 
     @property
     def total_records(self) -> int:
@@ -261,6 +277,7 @@ class PieceManifest:
             "records": list(self.records),
             "sizes": list(self.sizes),
             "sha256": list(self.sha256),
+            **({"key_placement": self.key_placement} if self.key_placement else {}),
         }
 
     @classmethod
@@ -280,6 +297,7 @@ class PieceManifest:
             tuple(int(n) for n in data["sizes"]),
             tuple(str(h) for h in data["sha256"]),
             version,
+            data.get("key_placement"),
         )
 
     @classmethod
@@ -294,6 +312,7 @@ class PieceManifest:
             tuple(r[1] for r in ordered),
             tuple(r[2] for r in ordered),
             tuple(r[3] for r in ordered),
+            key_placement=None if fmt == "rows" else key_placement(),
         )
 
 
@@ -323,13 +342,27 @@ class CheckpointStore:
             directory.mkdir(parents=True)
             write = partial(write_partition, str(directory), fmt)
             jobs.append(rdd.mapPartitionsWithIndex(write).map(partial(_numbered, number)))
+        try:
+            return self._write_manifests(pieces, (jobs[0] if len(jobs) == 1 else sc.union(jobs)))
+        except BaseException:
+            # Never journaled: what was written of it only takes space another attempt needs.
+            for _rdd, ref, _fmt in pieces:
+                shutil.rmtree(self.path(ref), ignore_errors=True)
+            raise
+
+    def _write_manifests(
+        self, pieces: list[tuple[Any, str, str]], job: Any
+    ) -> dict[str, PieceManifest]:
+        """Runs the pieces' write `job`, then writes each piece's manifest durably."""
         reports: dict[int, list[tuple[int, int, int, str]]] = {n: [] for n in range(len(pieces))}
-        for number, report in (jobs[0] if len(jobs) == 1 else sc.union(jobs)).collect():
+        for number, report in job.collect():
             reports[number].append(report)
         manifests = {}
         for number, (_rdd, ref, fmt) in enumerate(pieces):
             manifest = PieceManifest.from_reports(fmt, reports[number])
-            replace_durably(self.path(ref) / MANIFEST, json.dumps(manifest.to_json()).encode())
+            path = self.path(ref) / MANIFEST
+            with naming_a_full_disk(path, "checkpoint store: a piece's manifest"):
+                replace_durably(path, json.dumps(manifest.to_json()).encode())
             manifests[ref] = manifest
         return manifests
 
@@ -356,6 +389,15 @@ class CheckpointStore:
         """Checks a piece against its manifest (every part there, sizes and, with `read_data`,
         SHA-256); raises `CheckpointError` saying what is wrong."""
         manifest = self.manifest(ref)
+        placed = manifest.key_placement
+        if placed is not None and placed != key_placement():
+            msg = (
+                f"checkpoint piece {ref!r}: its keys were placed in partitions by {placed!r}, "
+                f"this driver places them by {key_placement()!r} (a new Python or "
+                "PYTHONHASHSEED), so they would be looked for in the wrong partitions; run the "
+                "previous one, or start the job under a new app id and journal"
+            )
+            raise CheckpointError(msg)
         for index in range(manifest.partitions):
             part = self.path(ref) / part_name(index)
             if not part.exists():

@@ -17,6 +17,7 @@ from service.graph.base import Node, OutputOperation
 from service.graph.counters import CountersParam
 from service.graph.dstream import DStream, StatefulDStream
 from service.graph.kafka_source import KafkaSource
+from service.graph.key_placement import key_placement
 from service.graph.placement import OutputPlacement
 from service.graph.plan import BatchPlan
 from service.graph.sources import InputDStream, KafkaInputDStream, QueueInputDStream
@@ -195,19 +196,25 @@ class StreamingContext:
 
     # --- identity -------------------------------------------------------------------------
 
-    def fingerprint(self) -> str:
-        """A hash of what shapes output: operators, partition counts, outputs and their sinks.
+    def fingerprint(self, *, with_key_placement: bool = True) -> str:
+        """A hash of what shapes output: operators, partition counts, outputs and their sinks,
+        and what places keys in partitions (`service.graph.key_placement`).
 
         A recovering driver compares it with the journal's, because replaying journaled ranges
         through a different graph would silently write different data under the same keys.
+        Without the key placement it is the fingerprint of journals written before dstreams
+        recorded it. Function bodies are not in it: a job may fix a function and recover.
         """
-        return hashlib.sha256(self.graph_json().encode()).hexdigest()[:16]
+        graph_json = self.graph_json(with_key_placement=with_key_placement)
+        return hashlib.sha256(graph_json.encode()).hexdigest()[:16]
 
-    def graph_json(self) -> str:
-        graph = {
+    def graph_json(self, *, with_key_placement: bool = True) -> str:
+        graph: dict[str, Any] = {
             "streams": [stream.describe() for stream in self.streams],
             "outputs": [output.describe() for output in self.outputs],
         }
+        if with_key_placement:
+            graph["key_placement"] = key_placement()
         return json.dumps(graph, sort_keys=True, default=str)
 
     def attach_spark(self, sc: Any, stable_placement: bool = False) -> None:

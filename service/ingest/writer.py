@@ -19,7 +19,8 @@ records): the one refused alone is answered *too large* or *invalid* (413/422), 
 written. Any other failure answers every request of the group *unavailable* (HTTP 503) and
 nothing of it is visible to ``read_committed`` readers such as the driver. When the transaction
 was cleanly aborted the producer carries on. When the outcome is unknown (a commit that timed
-out and could not be aborted, a fatal error) the producer is discarded and a new one is made: its
+out, which is never aborted and retried with the same producer since librdkafka lacks KIP-890's
+hardening; an abort that failed; a fatal error) the producer is discarded and a new one is made: its
 ``init_transactions()`` settles the old transaction (completing or aborting it), and the keys
 topic is then read on from where it was last read, so a key whose transaction did commit is known
 before any request is taken again. Until then requests are answered *unavailable* at once.
@@ -42,7 +43,7 @@ from typing import Any, Literal
 
 from confluent_kafka import KafkaError
 
-from connectors.kafka_client import is_fenced
+from connectors.kafka_client import CommitTimedOut, commit_transaction, is_fenced
 from service.ingest.keys import KeyEntry, KeyLedger, now_ms
 from service.ingest.parsing import Record
 
@@ -339,7 +340,7 @@ class IngestWriter:
             self._take_late_arrivals(group, entries, first_ack)
             stamps = self._produce_keys(entries, group.deadline)
             self._commit(group.deadline)
-        except (KafkaException, _Expired) as failure:
+        except (KafkaException, _Expired, CommitTimedOut) as failure:
             self._after_failure(group, failure)
             return
         except Exception as failure:  # not a Kafka outcome, but the group is lost all the same
@@ -436,7 +437,7 @@ class IngestWriter:
                 msg = "the in-sync replicas did not acknowledge within ingest.ack_timeout_ms"
                 raise _Expired(msg)
             try:
-                self._producer.commit_transaction(remaining)
+                commit_transaction(self._producer, remaining, "ingest transaction")
                 return
             except KafkaException as exc:
                 error = exc.args[0]
@@ -466,7 +467,11 @@ class IngestWriter:
         detail = f"not acknowledged by the in-sync replicas ({_name_of(failure)}); retry"
         cause = _describe(error)
         keep = False
-        if isinstance(error, KafkaError) and is_fenced(error):
+        if isinstance(failure, CommitTimedOut):
+            # Fatal for this producer: aborting and going on under its epoch could let a late
+            # record of this transaction into the next one. A new producer settles it.
+            log.warning("ingest commit timed out; new producer: %s", failure)
+        elif isinstance(error, KafkaError) and is_fenced(error):
             self.fenced = True
             log.critical("ingest producer fenced by a newer endpoint of this app: %s", cause)
             detail = "fenced by a newer ingest endpoint of this app"

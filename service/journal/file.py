@@ -31,8 +31,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from service.durable import fsync_directory, replace_durably
-from service.errors import FencedOut, JournalCorrupt, JournalError
+from service.durable import disk_full, fsync_directory, replace_durably
+from service.errors import FencedOut, JournalCorrupt, JournalDiskFull, JournalError
 from service.journal.base import compact, replay
 from service.journal.records import (
     AnyRecord,
@@ -333,7 +333,11 @@ class FileJournal:
         except OSError as exc:
             self._broken = repr(exc)
             with contextlib.suppress(OSError):
-                os.ftruncate(fd, self._end)
+                os.ftruncate(fd, self._end)  # no torn record is left to corrupt a later append
+            full = disk_full(self.path, "appending a journal record, not journaled", exc)
+            if full is not None:
+                msg = f"{full}; this journal object refuses further appends"
+                raise JournalDiskFull(msg) from exc
             msg = (
                 f"could not append to journal {self.path}: {exc}; the record is not journaled "
                 "and this journal object refuses further appends. Check free space and "

@@ -39,9 +39,12 @@ from confluent_kafka import KafkaError, KafkaException
 from connectors.kafka_client import (
     TRY_TIMEOUT_S,
     CommittedTail,
+    CommitTimedOut,
     TopicRole,
     TopicSpec,
+    commit_transaction,
     describe_topic,
+    discard,
     ensure_topic,
     is_fatal,
     is_fenced,
@@ -140,6 +143,7 @@ class KafkaJournal:
         return epoch
 
     def append(self, record: JournalRecord) -> None:
+        self._refuse_if_broken()
         if self._producer is None or self._epoch is None:
             msg = f"journal topic {self.topic!r} is not open for writing; call open() first"
             raise JournalError(msg)
@@ -194,12 +198,7 @@ class KafkaJournal:
 
     def _transact(self, value: bytes) -> None:
         """Append one message in its own transaction; durable once this returns."""
-        if self._broken is not None:
-            msg = (
-                f"journal topic {self.topic!r} refused the append: an earlier append failed "
-                f"({self._broken}) and the producer's state is unknown; restart the driver"
-            )
-            raise JournalError(msg)
+        self._refuse_if_broken()
         deadline = time.monotonic() + self.timeout_s
         while True:
             try:
@@ -213,12 +212,25 @@ class KafkaJournal:
             if self._commit(deadline):
                 return
 
+    def _refuse_if_broken(self) -> None:
+        if self._broken is not None:
+            msg = (
+                f"journal topic {self.topic!r} refused the append: an earlier append failed "
+                f"({self._broken}) and the producer's state is unknown; restart the driver"
+            )
+            raise JournalError(msg)
+
     def _commit(self, deadline: float) -> bool:
         """Commit the open transaction: True once durable, False if it was aborted (send again)."""
         while True:
             try:
-                self._producer.commit_transaction(self._remaining(deadline))
+                commit_transaction(self._producer, self._remaining(deadline), self.topic)
                 return True
+            except CommitTimedOut as timed_out:
+                # The producer is finished (no KIP-890); whether the record landed is unknown.
+                producer, self._producer = self._producer, None
+                discard(producer)
+                self._fail(timed_out.error, "the append's commit timed out")
             except KafkaException as exc:
                 error = exc.args[0]
                 if error.txn_requires_abort() or not error.retriable():

@@ -252,7 +252,7 @@ class _DriverRoutes:
     def _readyz(self, request: Request) -> Reply:
         if self.board.ready:
             return text_reply(200, "ready\n")
-        return text_reply(503, "not ready: recovering or waiting for the first batch to complete\n")
+        return text_reply(503, f"not ready: {self.board.not_ready_because}\n")
 
     def _startupz(self, request: Request) -> Reply:
         started, progress = self.board.started()

@@ -178,6 +178,25 @@ class Metrics:
             registry=r,
         )
 
+        self._outage_seconds = Counter(
+            "dstreams_sink_outage_seconds_total",
+            "Seconds batches waited for a sink's server that was unreachable, by output.",
+            ["output"],
+            registry=r,
+        )
+        self._outage_retries = Counter(
+            "dstreams_sink_outage_retries_total",
+            "Times the driver asked an unreachable sink's server again after a pause, by output.",
+            ["output"],
+            registry=r,
+        )
+        self._sink_unreachable = Gauge(
+            "dstreams_sink_unreachable",
+            "1 while a batch waits for this output's sink server, else 0.",
+            ["output"],
+            registry=r,
+        )
+
     def _declare_delivery_metrics(self) -> None:
         r = self.registry
         self._duplicates = Counter(
@@ -297,6 +316,14 @@ class Metrics:
     def add_partition_writes(self, output: str, partitions: int, opened_clients: int) -> None:
         self._partition_writes.labels(output).inc(partitions)
         self._clients_opened.labels(output).inc(opened_clients)
+
+    def sink_unreachable(self, output: str, unreachable: bool) -> None:
+        self._sink_unreachable.labels(output).set(1 if unreachable else 0)
+
+    def sink_outage_waited(self, output: str, seconds: float) -> None:
+        """One pause and retry of an output waiting for its sink's server."""
+        self._outage_seconds.labels(output).inc(seconds)
+        self._outage_retries.labels(output).inc()
 
     def add_dead_letters(self, topic: str, count: int = 1) -> None:
         self._dead_letters.labels(topic).inc(count)

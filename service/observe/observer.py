@@ -57,6 +57,9 @@ class Observer:
         self._http_address = http
         self._server: HttpServer | None = None
         self._ready_pending = False
+        # Outputs whose sink is being waited for, and whether /readyz was ready before.
+        self._outages: set[str] = set()
+        self._ready_before_outage = False
         # Set once the job's graph is built, which happens after the HTTP endpoint is up.
         self.lag_source: LagSource | None = None
         # Offsets planning skipped (retention), per partition since start; see `_record_lost`.
@@ -121,6 +124,28 @@ class Observer:
     def ready_after_first_batch(self) -> None:
         """`/readyz` turns ready when the next batch completes (recovery is done by then)."""
         self._ready_pending = True
+
+    # --- sink outages (service.driver.sink_outages) ------------------------------------------
+
+    def sink_outage_began(self, output: str, reason: str) -> None:
+        """Not ready while a batch waits for a sink's server."""
+        if not self._outages:
+            self._ready_before_outage = self.board.ready
+        self._outages.add(output)
+        self.metrics.sink_unreachable(output, True)
+        self.board.set_ready(False, f"waiting for the sink of output {output}: {reason}")
+
+    def sink_outage_waited(self, output: str, seconds: float) -> None:
+        """Waiting is alive: the heartbeat goes on, so `/healthz` does not call it wedged."""
+        self.metrics.sink_outage_waited(output, seconds)
+        self.board.heartbeat()
+
+    def sink_outage_ended(self, output: str) -> None:
+        self._outages.discard(output)
+        self.metrics.sink_unreachable(output, False)
+        if not self._outages:
+            ready = self._ready_before_outage
+            self.board.set_ready(ready)
 
     def rate_for_next_batch(self) -> float | None:
         """Backpressure's per-partition rate for the next batch (None: the maxima alone).

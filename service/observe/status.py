@@ -24,6 +24,7 @@ STARTING, STANDBY, RECOVERING = "starting", "standby", "recovering"
 PHASES = (STARTING, STANDBY, RECOVERING, RUNNING)
 # Batches kept for /status: at 1 s batches, the last few minutes.
 DEFAULT_MAX_BATCHES = 200
+NOT_READY_YET = "recovering or waiting for the first batch to complete"
 
 
 @dataclass
@@ -97,6 +98,7 @@ class StatusBoard:
         self._phase = STARTING
         self._phase_since = clock()
         self._replayed_in_recovery = 0
+        self._not_ready_because = NOT_READY_YET
         self._last_heartbeat = clock()
         # Optional pull-based heartbeat: returns the scheduler's last tick on the same clock.
         self.heartbeat_source = heartbeat_source
@@ -167,11 +169,12 @@ class StatusBoard:
         with self._lock:
             self._epoch = epoch
 
-    def set_ready(self, ready: bool = True) -> None:
+    def set_ready(self, ready: bool = True, because: str = NOT_READY_YET) -> None:
         """Ready once recovery finished and the first batch completed (`/readyz`); that batch
-        also ends the start (phase running, `/startupz`)."""
+        also ends the start (phase running, `/startupz`). `because` says why not, when not."""
         with self._lock:
             self._ready = ready
+            self._not_ready_because = because
         if ready:
             self.set_phase(RUNNING)
 
@@ -211,6 +214,11 @@ class StatusBoard:
         elif phase == STARTING:
             progress += " (Spark and the start-up checks)"
         return phase in (STANDBY, RUNNING), progress
+
+    @property
+    def not_ready_because(self) -> str:
+        with self._lock:
+            return self._not_ready_because
 
     def healthy(self) -> tuple[bool, str]:
         """(alive, why): alive while the scheduler's heartbeat (pushed or pulled) is recent."""

@@ -116,9 +116,23 @@ def test_abortable_commit_error_aborts_and_sends_again() -> None:
 
 
 def test_retriable_commit_error_resumes_the_commit() -> None:
-    producer = ScriptedProducer(KafkaError(KafkaError._TIMED_OUT, "x", retriable=True))
+    # Any retriable error but a timeout, which finishes the producer (the next test).
+    loading = KafkaError(KafkaError.COORDINATOR_LOAD_IN_PROGRESS, "x", retriable=True)
+    producer = ScriptedProducer(loading)
     scripted_journal(producer).append(planned(1, 1000, 0, 1))
     assert producer.calls == ["begin", "produce", "commit", "commit"]
+
+
+def test_a_timed_out_commit_is_never_resumed_or_aborted_and_stops_later_appends() -> None:
+    producer = ScriptedProducer(KafkaError(KafkaError._TIMED_OUT, "x", retriable=True))
+    producer.purge = lambda: producer.calls.append("purge")  # type: ignore[attr-defined] # scripted
+    producer.close = lambda: producer.calls.append("close")  # type: ignore[attr-defined] # scripted
+    journal = scripted_journal(producer)
+    with pytest.raises(JournalError, match="commit timed out.*Restart the driver"):
+        journal.append(planned(1, 1000, 0, 1))
+    assert producer.calls == ["begin", "produce", "commit", "purge", "close"]
+    with pytest.raises(JournalError, match="earlier append failed"):
+        journal.append(planned(1, 1000, 0, 1))
 
 
 def test_fencing_error_is_fenced_out() -> None:
