@@ -222,7 +222,7 @@ class StateCheckpoints:
                 log.warning("checkpoint of batch %d unusable: %s", record.batch_time, error)
                 problems.append(f"batch {record.batch_time}: {error}")
         msg = (
-            f"no usable checkpoint under {self.store.root}: {'; '.join(problems)}. Restore the "
+            f"no usable checkpoint under {self.store.location}: {'; '.join(problems)}. Restore the "
             "checkpoint directory from a copy, or start the job under a new app id and journal "
             "(its state then starts empty)."
         )

@@ -37,7 +37,6 @@ from service.driver.scheduler import Scheduler, now_ms
 from service.driver.spark import create_spark_context, driver_address
 from service.driver.warm_state import PreloadedCheckpoint, StatePreloader
 from service.errors import ConfigError, DStreamsError, FencedOut
-from service.graph.checkpoint_store import CheckpointStore
 from service.graph.context import StreamingContext
 from service.graph.sources import KafkaInputDStream
 from service.journal.base import Journal
@@ -260,7 +259,7 @@ class Service:
         assert self.ctx is not None  # noqa: S101 - built before Spark starts
         if not self.ctx.stateful_streams():
             return None
-        store = CheckpointStore(self.settings.checkpoint.path)
+        store = self.settings.checkpoint.store()
         preloader = StatePreloader(self.sc, store, journal)
         preloader.start()
         return preloader
@@ -317,10 +316,14 @@ class Service:
 def check_storage(settings: Settings, ctx: StreamingContext) -> None:
     """Refuses (`InvalidConfig`) a path that executors write but not all of them see. Settings
     not made by load_settings (tests, embedders) are checked here too, and the checkpoint path
-    only where the graph keeps state: a stateless job never writes a checkpoint."""
-    problems = storage_problems(settings, stateful=bool(ctx.stateful_streams()))
+    only where the graph keeps state: a stateless job never writes a checkpoint. A store on
+    object storage must answer now (`ObjectStorageError`), not at the first checkpoint."""
+    stateful = bool(ctx.stateful_streams())
+    problems = storage_problems(settings, stateful=stateful)
     if problems:
         raise InvalidConfig(problems)
+    if stateful:
+        settings.checkpoint.store().files.check_reachable()
 
 
 def make_checkpoints(
@@ -330,7 +333,7 @@ def make_checkpoints(
     interval = settings.checkpoint.interval_batches or default_interval_batches(
         settings.batch_interval_ms
     )
-    store = CheckpointStore(settings.checkpoint.path)
+    store = settings.checkpoint.store()
     return StateCheckpoints(ctx, store, journal, interval, observer)
 
 

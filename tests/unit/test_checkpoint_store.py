@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from service.cli.checkpoint import checkpoint
+from service.graph.checkpoint_files import LocalFiles
 from service.graph.checkpoint_store import (
     CHUNK_RECORDS,
     FORMAT_VERSION,
@@ -56,18 +57,18 @@ def test_state_rows_keep_key_value_and_touched_time() -> None:
 
 def write_piece(store: CheckpointStore, ref: str, parts: list[list[object]]) -> None:
     reports = [
-        next(write_partition(str(store.path(ref)), "pairs", index, rows))
+        next(write_partition(store.files, ref, "pairs", index, rows))
         for index, rows in enumerate(parts)
     ]
     manifest = PieceManifest.from_reports("pairs", reports)
-    (store.path(ref) / MANIFEST).write_text(json.dumps(manifest.to_json()))
+    (store.files.path(ref) / MANIFEST).write_text(json.dumps(manifest.to_json()))
 
 
 def test_verify_finds_a_changed_part(tmp_path: Path) -> None:
     store = CheckpointStore(tmp_path)
     write_piece(store, "5000/s1-x", [[("a", 1)], [("b", 2), ("c", 3)]])
     assert store.verify("5000/s1-x").total_records == 3
-    part = store.path("5000/s1-x") / "part-00001.jsonl"
+    part = store.files.path("5000/s1-x") / "part-00001.jsonl"
     part.write_text(part.read_text().replace("2", "9"))
     with pytest.raises(CheckpointError, match="part-00001.jsonl does not match its SHA-256"):
         store.verify("5000/s1-x")
@@ -83,14 +84,14 @@ def test_cli_show_and_verify(tmp_path: Path) -> None:
     with FileJournal(journal_path, owner="test") as journal:
         epoch = journal.open()
         journal.append(CheckpointRecord(epoch, 5000, {"s1-x": "5000/s1-x"}))
-    args = ["--path", str(store.root), "--file", str(journal_path)]
+    args = ["--path", str(store.files.root), "--file", str(journal_path)]
     shown = CliRunner().invoke(checkpoint, ["show", *args])
     assert shown.exit_code == 0, shown.output
     assert "batch 5000: journaled" in shown.output
     assert "s1-x: 1 partitions, 1 records" in shown.output
     verified = CliRunner().invoke(checkpoint, ["verify", *args])
     assert verified.exit_code == 0 and "batch 5000: ok" in verified.output
-    (store.path("5000/s1-x") / "part-00000.jsonl").write_text("[]\n")
+    (store.files.path("5000/s1-x") / "part-00000.jsonl").write_text("[]\n")
     damaged = CliRunner().invoke(checkpoint, ["verify", *args])
     assert damaged.exit_code == 1
     assert "no usable checkpoint" in damaged.output
@@ -100,11 +101,11 @@ def test_parts_hold_chunks_of_records_and_read_back_in_order(tmp_path: Path) -> 
     rows = [
         (f"k{i}", (KEEP, (i, "x") if i % 3 else i, 1_000 + i)) for i in range(CHUNK_RECORDS + 5)
     ]
-    index, records, size, _ = next(write_partition(str(tmp_path), "state", 0, rows))
+    index, records, size, _ = next(write_partition(LocalFiles(tmp_path), "", "state", 0, rows))
     assert (index, records) == (0, len(rows))
     lines = (tmp_path / "part-00000.jsonl").read_bytes().splitlines()
     assert len(lines) == 2 and size == sum(len(line) + 1 for line in lines)
-    assert list(read_partition(str(tmp_path), "state", [(0, None)])) == rows
+    assert list(read_partition(LocalFiles(tmp_path), "", "state", [(0, None)])) == rows
 
 
 def test_version_1_parts_a_record_per_line_still_read(tmp_path: Path) -> None:
@@ -113,14 +114,14 @@ def test_version_1_parts_a_record_per_line_still_read(tmp_path: Path) -> None:
     manifest = PieceManifest.from_json({"v": 1, "format": "state", "partitions": 1,
                                         "records": [2], "sizes": [0], "sha256": ["x"]})  # fmt: skip
     assert manifest.version == 1
-    read = read_partition(str(tmp_path), "state", [(0, None)], manifest.version)
+    read = read_partition(LocalFiles(tmp_path), "", "state", [(0, None)], manifest.version)
     assert list(read) == rows
 
 
 def test_a_manifest_of_a_newer_format_is_refused_with_what_to_do(tmp_path: Path) -> None:
     store = CheckpointStore(tmp_path)
     write_piece(store, "5000/s1-x", [[("a", 1)]])
-    path = store.path("5000/s1-x") / MANIFEST
+    path = store.files.path("5000/s1-x") / MANIFEST
     path.write_text(json.dumps({**json.loads(path.read_text()), "v": FORMAT_VERSION + 1}))
     with pytest.raises(CheckpointError, match=r"format version 3; .*written by a newer dstreams"):
         store.verify("5000/s1-x")
@@ -149,8 +150,8 @@ def job_config(tmp_path: Path, checkpoints: Path, journal_path: Path) -> Path:
 
 def test_cli_takes_the_store_and_the_journal_from_the_config(tmp_path: Path) -> None:
     store, journal_path = journaled_store(tmp_path)
-    config = job_config(tmp_path, store.root, journal_path)
-    explicit = ["--path", str(store.root), "--file", str(journal_path)]
+    config = job_config(tmp_path, store.files.root, journal_path)
+    explicit = ["--path", str(store.files.root), "--file", str(journal_path)]
     for command in ("show", "verify"):
         by_config = CliRunner().invoke(checkpoint, [command, "--config", str(config)])
         assert by_config.exit_code == 0, by_config.output
@@ -165,7 +166,7 @@ def test_cli_path_wins_over_the_configs_checkpoint_path(tmp_path: Path) -> None:
     args = ["show", "--config", str(config)]
     from_config = CliRunner().invoke(checkpoint, args)
     assert f"has no manifest at {tmp_path / 'empty'}" in from_config.output
-    overridden = CliRunner().invoke(checkpoint, [*args, "--path", str(store.root)])
+    overridden = CliRunner().invoke(checkpoint, [*args, "--path", str(store.files.root)])
     assert overridden.exit_code == 0, overridden.output
     assert "s1-x: 1 partitions, 1 records" in overridden.output
 
