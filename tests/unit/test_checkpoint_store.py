@@ -8,9 +8,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from pydantic import ValidationError
 
 from service.cli.checkpoint import checkpoint
-from service.graph.checkpoint_files import LocalFiles
+from service.config.runtime import CheckpointSettings
+from service.graph.checkpoint_files import LocalFiles, lines_of
+from service.graph.checkpoint_s3 import S3Endpoint, S3Files
 from service.graph.checkpoint_store import (
     CHUNK_RECORDS,
     FORMAT_VERSION,
@@ -180,3 +183,60 @@ def test_cli_without_a_store_says_what_to_give(tmp_path: Path) -> None:
     assert "give --path DIR, or --config JOB.yaml whose checkpoint.path names the store" in (
         result.output
     )
+
+
+# --- where the store lives ---------------------------------------------------------------------
+
+
+def test_the_settings_build_a_store_on_object_storage_for_s3_uris(tmp_path: Path) -> None:
+    credentials = tmp_path / "credentials"
+    credentials.write_text("[default]\naws_access_key_id = a\naws_secret_access_key = b\n")
+    settings = CheckpointSettings(
+        path="s3a://state/jobs/wc/",
+        s3={
+            "endpoint_url": "http://minio:9000",
+            "path_style": True,
+            "credentials_file": credentials,
+        },
+    )
+    files = settings.store().files
+    assert isinstance(files, S3Files)
+    assert (files.bucket, files.prefix) == ("state", "jobs/wc")
+    assert files.endpoint == S3Endpoint("http://minio:9000", None, True, str(credentials))
+    assert files.describe("5000/s1-x") == "s3://state/jobs/wc/5000/s1-x"
+    local = CheckpointSettings(path=str(tmp_path / "ckpt")).store().files
+    assert isinstance(local, LocalFiles) and local.root == tmp_path / "ckpt"
+
+
+def test_s3_settings_refuse_a_missing_credentials_file_and_a_bad_endpoint(tmp_path: Path) -> None:
+    with pytest.raises(ValidationError, match="mount the Secret holding the AWS"):
+        CheckpointSettings(path="s3://b/c", s3={"credentials_file": tmp_path / "absent"})
+    with pytest.raises(ValidationError, match="endpoint_url"):
+        CheckpointSettings(path="s3://b/c", s3={"endpoint_url": "minio:9000"})
+
+
+def test_a_store_given_a_uri_as_a_local_root_is_refused() -> None:
+    with pytest.raises(CheckpointError, match="is a URI; build the store from the checkpoint"):
+        CheckpointStore("s3a://bucket/checkpoints")
+
+
+def test_local_files_publish_whole_or_not_at_all(tmp_path: Path) -> None:
+    files = LocalFiles(tmp_path)
+    with files.writer("1000/p/part-00000.jsonl") as out:
+        out.write(b"a\nbc\n")
+    with pytest.raises(RuntimeError), files.writer("1000/p/part-00001.jsonl") as out:
+        out.write(b"half")
+        raise RuntimeError
+    assert files.size("1000/p/part-00000.jsonl") == 5
+    assert files.size("1000/p/part-00001.jsonl") is None
+    assert [p.name for p in (tmp_path / "1000" / "p").iterdir()] == ["part-00000.jsonl"]
+    assert files.children() == ["1000"] and files.children("1000") == ["p"]
+    files.delete_tree("1000")
+    assert files.children() == []
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 7, 100])
+def test_lines_are_split_whatever_the_block_size(size: int) -> None:
+    data = b"[1]\n[2,3]\n\xc3\xa9\n[4]"
+    blocks = [data[i : i + size] for i in range(0, len(data), size)]
+    assert list(lines_of(blocks)) == [b"[1]", b"[2,3]", b"\xc3\xa9", b"[4]"]
