@@ -1,14 +1,16 @@
 """The checkpoint store: state RDDs written as data (JSON), one file per partition.
 
-Layout under the store's root (`checkpoint.path`, a path every executor sees)::
+Layout under the store's root (`checkpoint.path`: a path every executor sees, or a prefix in
+object storage; only the byte I/O differs, `service.graph.checkpoint_files`)::
 
     <root>/<batch_time>/<piece>/part-00000.jsonl ... _manifest.json
 
 A *piece* is one RDD a stateful stream needs to carry on (its state, a window's remembered
-per-batch results, the previous window). Each task writes its partition to a temporary name,
-fsyncs and renames it, and reports a SHA-256 of the bytes; the driver then writes the piece's
-manifest the same way. Only when every manifest is durable does the driver journal
-`checkpoint(t, refs)` (see `service.driver.checkpoints`). A part file is UTF-8 JSON lines: in
+per-batch results, the previous window). Each task publishes its partition's part file whole
+(a temporary name, fsync and rename; or one upload) and reports a SHA-256 of the bytes; the
+driver then publishes the piece's manifest, the piece's commit point: parts without it are not
+a checkpoint. Only when every manifest is durable does the driver journal `checkpoint(t, refs)`
+(see `service.driver.checkpoints`). A part file is UTF-8 JSON lines: in
 format version 2 (written now) each line is an array of up to `CHUNK_RECORDS` records, in
 version 1 (still read) a single record; the manifest says which, and a newer version is
 refused. Nothing here pickles: keys and values are JSON with tags for the Python types JSON
