@@ -132,23 +132,34 @@ class S3Files:
         return int(head["ContentLength"])
 
     def children(self, key: str = "") -> list[str]:
+        """From the keys of the objects under `key`, not from S3's common prefixes: some
+        servers (SeaweedFS) list a folder whose objects were all deleted as a prefix still."""
         folder = self.key(key) + "/" if self.key(key) else ""
-        names: set[str] = set()
-        with _failures("list", self.describe(key)):
-            pages = self.client.get_paginator("list_objects_v2")
-            for page in pages.paginate(Bucket=self.bucket, Prefix=folder, Delimiter="/"):
-                names.update(p["Prefix"][len(folder) :].rstrip("/") for p in _prefixes(page))
+        names = {name.split("/", 1)[0] for name in self._keys_under(folder) if "/" in name}
         return sorted(names)
 
     def delete_tree(self, key: str) -> None:
         folder = self.key(key) + "/"
-        with _failures("delete", self.describe(key)):
+        keys = [{"Key": folder + name} for name in self._keys_under(folder)]
+        for start in range(0, len(keys), DELETE_BATCH):
+            batch = {"Objects": keys[start : start + DELETE_BATCH], "Quiet": True}
+            with _failures("delete", self.describe(key)):
+                answer = self.client.delete_objects(Bucket=self.bucket, Delete=batch)
+            if answer.get("Errors"):
+                first = answer["Errors"][0]
+                msg = (
+                    f"cannot delete {len(answer['Errors'])} objects under {self.describe(key)}, "
+                    f"e.g. {first.get('Key')}: {first.get('Code')} {first.get('Message')}"
+                )
+                raise ObjectStorageError(msg)
+
+    def _keys_under(self, folder: str) -> Iterator[str]:
+        """The keys of every object under `folder` (a prefix ending in `/`), without it."""
+        with _failures("list", f"s3://{self.bucket}/{folder}"):
             pages = self.client.get_paginator("list_objects_v2")
             for page in pages.paginate(Bucket=self.bucket, Prefix=folder):
-                keys = [{"Key": item["Key"]} for item in page.get("Contents", [])]
-                for start in range(0, len(keys), DELETE_BATCH):
-                    batch = {"Objects": keys[start : start + DELETE_BATCH], "Quiet": True}
-                    self.client.delete_objects(Bucket=self.bucket, Delete=batch)
+                for item in page.get("Contents", []):
+                    yield item["Key"][len(folder) :]
 
     def sync(self, key: str) -> None:
         """Nothing to do: an object is durable once its PUT has returned."""
@@ -179,10 +190,6 @@ def s3_client(endpoint: S3Endpoint) -> Any:
         response_checksum_validation="when_required",
     )
     return session.client("s3", endpoint_url=endpoint.endpoint_url, config=config)
-
-
-def _prefixes(page: dict[str, Any]) -> list[dict[str, str]]:
-    return list(page.get("CommonPrefixes", []))
 
 
 def _missing(error: ClientError) -> bool:
