@@ -36,6 +36,8 @@ SECRET_ACCESS_KEY = "dstreams-test-secret"  # noqa: S105 - a throwaway server's 
 REGION = "us-east-1"
 # The master, volume server, filer and S3 gateway each listen on an HTTP and a gRPC port.
 _PORT_NAMES = ("master", "volume", "filer", "s3")
+# weed puts a Unix socket for each of its gRPC ports here, whatever its flags say.
+_GRPC_SOCKETS = Path("/tmp")  # noqa: S108 - weed's own fixed place, cleaned of our sockets only
 # Start-up (the master's election, the filer, the gateway) takes a few seconds on a busy machine.
 _READY_TIMEOUT_S = 90.0
 
@@ -192,6 +194,11 @@ class LocalS3(StartedOnEnter):
         if self.base_dir is not None:
             shutil.rmtree(self.base_dir, ignore_errors=True)
             self.base_dir = None
+        for name, port in self.ports.items():
+            if name.endswith(".grpc"):
+                _GRPC_SOCKETS.joinpath(f"seaweedfs-{name[:-5]}-grpc-{port}.sock").unlink(
+                    missing_ok=True
+                )
         self.ports = {}
 
 
