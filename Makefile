@@ -36,6 +36,7 @@ class-archive: venv
 sysdeps:
 	@bash devtools/ensure-sysdeps.sh
 	@bash devtools/ensure-helm.sh >/dev/null
+	@bash devtools/ensure-seaweedfs.sh >/dev/null
 
 lint: venv
 	$(VENV)/bin/ruff check .

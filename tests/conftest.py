@@ -135,3 +135,16 @@ def secured_kafka() -> Iterator[Any]:
 
     with LocalKafkaCluster(brokers=1, secure=True) as cluster:
         yield cluster
+
+
+# --- S3-compatible object storage (see service/dev/s3_server.py) -------------------------------
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[Any]:
+    """A throwaway SeaweedFS S3 server for the session, with one bucket (`LocalS3`); tests keep
+    apart under prefixes of their own."""
+    from service.dev.s3_server import LocalS3
+
+    with LocalS3() as server:
+        yield server

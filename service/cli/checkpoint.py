@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import wraps
-from pathlib import Path
 from typing import Any
 
 import click
 
 from service.cli.journal import JournalSource, _read, _source_options
+from service.config.runtime import CheckpointSettings
 from service.graph.checkpoint_store import CheckpointError, CheckpointStore
 from service.journal.base import Journal, JournalState
 from service.journal.records import CheckpointRecord
@@ -24,23 +24,29 @@ from service.journal.records import CheckpointRecord
 
 def _store_options(command: Callable[..., None]) -> Callable[..., None]:
     """Adds `--path DIR` and the journal's options, passed on as the journal and the store:
-    `--path` when given, else the `checkpoint.path` of the job's `--config`."""
+    `--path` when given, else the `checkpoint.path` of the job's `--config`. A store on object
+    storage is reached as the config's `checkpoint.s3` says, else as the environment says
+    (AWS_ENDPOINT_URL_S3, AWS_REGION, AWS_ACCESS_KEY_ID, ...)."""
 
     @click.option(
         "--path",
         "root",
-        type=click.Path(file_okay=False, path_type=Path),
-        help="the checkpoint store (default: checkpoint.path of --config)",
+        help="the checkpoint store, a directory or s3://BUCKET/PREFIX (default: "
+        "checkpoint.path of --config)",
     )
     @_source_options
     @wraps(command)
-    def wrapper(source: JournalSource, root: Path | None, **kwargs: Any) -> None:
-        if root is None:
-            if source.settings is None:
-                msg = "give --path DIR, or --config JOB.yaml whose checkpoint.path names the store"
-                raise click.UsageError(msg)
-            root = Path(source.settings.checkpoint.path)
-        command(source, CheckpointStore(root), **kwargs)
+    def wrapper(source: JournalSource, root: str | None, **kwargs: Any) -> None:
+        if source.settings is not None:
+            settings = source.settings.checkpoint
+            if root is not None:
+                settings = settings.model_copy(update={"path": root})
+        elif root is not None:
+            settings = CheckpointSettings(path=root)
+        else:
+            msg = "give --path DIR, or --config JOB.yaml whose checkpoint.path names the store"
+            raise click.UsageError(msg)
+        command(source, settings.store(), **kwargs)
 
     return wrapper
 
@@ -61,7 +67,7 @@ def checkpoint() -> None:
 @_store_options
 def show(source: JournalSource, store: CheckpointStore) -> None:
     """Each checkpoint: batch time, pieces, records and bytes, and whether the journal uses it."""
-    root = store.root
+    root = store.location
     journaled = _retained(source.journal)
     times = sorted(set(store.batch_times()) | {r.batch_time for r in journaled})
     if not times:
@@ -86,7 +92,7 @@ def show(source: JournalSource, store: CheckpointStore) -> None:
 def verify(source: JournalSource, store: CheckpointStore) -> None:
     """Read every part of the checkpoints recovery may use against its manifest (SHA-256);
     exit 1 when none of them is usable."""
-    root = store.root
+    root = store.location
     journaled = [r for r in _retained(source.journal) if r.refs]
     if not journaled:
         click.echo(f"{source.label}: the journal names no checkpoint with state; nothing to verify")
@@ -114,5 +120,4 @@ def _refs(
 ) -> dict[str, str]:
     if record is not None:
         return dict(record.refs)
-    folder = store.root / str(batch_time)
-    return {p.name: f"{batch_time}/{p.name}" for p in sorted(folder.iterdir()) if p.is_dir()}
+    return store.pieces(batch_time)

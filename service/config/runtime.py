@@ -4,12 +4,13 @@ logging, backpressure and the ingest endpoint.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
 from service.config.masters import SparkMaster, parse_master
 from service.config.model import ConfigModel
+from service.config.storage import S3Settings, on_object_storage
 from service.config.types import (
     ConfValue,
     DurationMs,
@@ -19,6 +20,9 @@ from service.config.types import (
     raise_all,
     sensitive_keys,
 )
+
+if TYPE_CHECKING:
+    from service.graph.checkpoint_store import CheckpointStore
 
 
 class SparkSettings(ConfigModel):
@@ -72,9 +76,26 @@ class SparkSettings(ConfigModel):
 
 class CheckpointSettings(ConfigModel):
     path: str = Field(default="state/checkpoints", min_length=1)
-    """Where state checkpoints go: a path every executor sees (local, or a mounted volume)."""
+    """Where state checkpoints go: a path every executor sees (local, or a mounted volume), or
+    S3-compatible object storage, s3://BUCKET/PREFIX (s3a:// alike), reached as `s3` says."""
     interval_batches: int | None = Field(default=None, ge=1)
     """Checkpoint state (stateful jobs only) every this many batches; default: about 10 s."""
+    s3: S3Settings = Field(default_factory=S3Settings)
+    """Object storage: endpoint, region, addressing and credentials (path s3:// only)."""
+
+    def store(self) -> CheckpointStore:
+        """The checkpoint store at `path`: on object storage for an s3:// or s3a:// URI."""
+        from service.graph.checkpoint_store import CheckpointStore
+
+        if not on_object_storage(self.path):
+            return CheckpointStore(self.path)
+        # Here only: boto3 loads where a store on object storage is built.
+        from service.graph.checkpoint_s3 import S3Endpoint, S3Files
+
+        s3 = self.s3
+        credentials = str(s3.credentials_file) if s3.credentials_file is not None else None
+        endpoint = S3Endpoint(s3.endpoint_url, s3.region, s3.path_style, credentials)
+        return CheckpointStore(S3Files.at(self.path, endpoint))
 
 
 class HttpSettings(ConfigModel):

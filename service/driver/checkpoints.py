@@ -5,10 +5,11 @@ only):
 
 1. `pieces`: every stateful stream names the RDDs it needs to carry on after `t`.
 2. `write`: one Spark job writes every partition of every piece to the checkpoint store (each
-   task: temporary name, fsync, rename); then each piece's manifest, durably.
+   task publishes its part whole: temporary name, fsync, rename; or one upload to object
+   storage); then each piece's manifest, durably.
 3. `journal`: `checkpoint(t, refs)` is appended; only now does recovery use it.
-4. `delete_old`: checkpoints older than the retained ones are deleted (files; the journal's
-   compaction drops their records and the batches only they needed).
+4. `delete_old`: checkpoints older than the retained ones are deleted (files or objects; the
+   journal's compaction drops their records and the batches only they needed).
 5. `truncate`: each stream carries on from its pieces read back from the store, so the lineage
    (and the driver's memory of it) never grows past one checkpoint interval.
 
@@ -135,7 +136,7 @@ class StateCheckpoints:
         return refs
 
     def delete_old(self) -> None:
-        """Deletes checkpoint directories older than the retained ones (never newer ones: a
+        """Deletes checkpoint folders older than the retained ones (never newer ones: a
         fenced-out driver must not delete what its successor wrote)."""
         kept = self.journaled[-RETAINED_CHECKPOINTS:]
         self.journaled = kept
@@ -222,7 +223,7 @@ class StateCheckpoints:
                 log.warning("checkpoint of batch %d unusable: %s", record.batch_time, error)
                 problems.append(f"batch {record.batch_time}: {error}")
         msg = (
-            f"no usable checkpoint under {self.store.root}: {'; '.join(problems)}. Restore the "
+            f"no usable checkpoint under {self.store.location}: {'; '.join(problems)}. Restore the "
             "checkpoint directory from a copy, or start the job under a new app id and journal "
             "(its state then starts empty)."
         )

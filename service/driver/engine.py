@@ -236,7 +236,7 @@ class Service:
         assert self.ctx is not None  # noqa: S101 - built before Spark starts
         if not self.ctx.stateful_streams():
             return None
-        store = CheckpointStore(self.settings.checkpoint.path)
+        store = self.settings.checkpoint.store()
         preloader = StatePreloader(self.sc, store, journal)
         preloader.start()
         return preloader

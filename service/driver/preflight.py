@@ -268,12 +268,14 @@ def check_storage(settings: Settings, ctx: StreamingContext) -> None:
     """Refuses (`InvalidConfig`) a path that executors write but not all of them see, or that
     this process cannot write. Settings not made by load_settings (tests, embedders) are checked
     here too, and the checkpoint path only where the graph keeps state: a stateless job never
-    writes a checkpoint."""
+    writes a checkpoint. A store on object storage must answer (`ObjectStorageError`)."""
     stateful = bool(ctx.stateful_streams())
     problems = storage_problems(settings, stateful=stateful)
     problems += [p for p in _unwritable(settings, stateful) if p is not None]
     if problems:
         raise InvalidConfig(problems)
+    if stateful:  # a store on object storage must answer now, not at the first checkpoint
+        settings.checkpoint.store().files.check_reachable()
 
 
 def _unwritable(settings: Settings, stateful: bool) -> list[str | None]:

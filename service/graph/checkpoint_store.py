@@ -1,14 +1,16 @@
 """The checkpoint store: state RDDs written as data (JSON), one file per partition.
 
-Layout under the store's root (`checkpoint.path`, a path every executor sees)::
+Layout under the store's root (`checkpoint.path`: a path every executor sees, or a prefix in
+object storage; only the byte I/O differs, `service.graph.checkpoint_files`)::
 
     <root>/<batch_time>/<piece>/part-00000.jsonl ... _manifest.json
 
 A *piece* is one RDD a stateful stream needs to carry on (its state, a window's remembered
-per-batch results, the previous window). Each task writes its partition to a temporary name,
-fsyncs and renames it, and reports a SHA-256 of the bytes; the driver then writes the piece's
-manifest the same way. Only when every manifest is durable does the driver journal
-`checkpoint(t, refs)` (see `service.driver.checkpoints`). A part file is UTF-8 JSON lines: in
+per-batch results, the previous window). Each task publishes its partition's part file whole
+(a temporary name, fsync and rename; or one upload) and reports a SHA-256 of the bytes; the
+driver then publishes the piece's manifest, the piece's commit point: parts without it are not
+a checkpoint. Only when every manifest is durable does the driver journal `checkpoint(t, refs)`
+(see `service.driver.checkpoints`). A part file is UTF-8 JSON lines: in
 format version 2 (written now) each line is an array of up to `CHUNK_RECORDS` records, in
 version 1 (still read) a single record; the manifest says which, and a newer version is
 refused. Nothing here pickles: keys and values are JSON with tags for the Python types JSON
@@ -24,17 +26,15 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
-import shutil
-import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from service.durable import fsync_directory, naming_a_full_disk, replace_durably
+from service.durable import naming_a_full_disk
 from service.errors import DStreamsError
+from service.graph.checkpoint_files import CheckpointFiles, LocalFiles, lines_of
 from service.graph.key_placement import key_placement
 
 MANIFEST = "_manifest.json"
@@ -182,40 +182,34 @@ def part_name(index: int) -> str:
     return f"part-{index:05d}.jsonl"
 
 
+def part_key(folder: str, index: int) -> str:
+    """The key of partition `index`'s part file in the piece `folder` (a ref)."""
+    return f"{folder}/{part_name(index)}" if folder else part_name(index)
+
+
 def write_partition(
-    directory: str, fmt: str, index: int, rows: Iterable[Any]
+    files: CheckpointFiles, folder: str, fmt: str, index: int, rows: Iterable[Any]
 ) -> Iterator[tuple[int, int, int, str]]:
-    """Writes one partition (format version 2: chunks of records, one per line) to a temporary
-    name, fsyncs, renames; `(index, records, bytes, sha256)`. A retried or speculative task
-    writes the same bytes to the same final name."""
-    folder = Path(directory)
-    folder.mkdir(parents=True, exist_ok=True)
-    final = folder / part_name(index)
-    temp = folder / f".{final.name}.{uuid.uuid4().hex}.tmp"
-    try:
-        with naming_a_full_disk(final, f"checkpoint store: state partition {index}"):
-            records, size, digest = _write_chunks(temp, fmt, rows)
-            temp.replace(final)
-    except BaseException:
-        temp.unlink(missing_ok=True)  # a retried task must not leave one behind per attempt
-        raise
-    yield (index, records, size, digest)
-
-
-def _write_chunks(temp: Path, fmt: str, rows: Iterable[Any]) -> tuple[int, int, str]:
-    """Writes and fsyncs `rows` in chunks to `temp`; `(records, bytes, sha256)`."""
+    """Writes one partition (format version 2: chunks of records, one per line) as the part
+    file `index` of the piece `folder`, published whole (`CheckpointFiles.writer`: temporary
+    name, fsync, rename, the temporary file removed if it fails; or one upload);
+    `(index, records, bytes, sha256)`. A retried or speculative task writes the same bytes to the
+    same name. A full local volume is one `DiskFull` naming the part."""
     digest = hashlib.sha256()
     records = size = 0
-    with temp.open("wb") as out:
+    key = part_key(folder, index)
+    where = Path(files.describe(key))
+    with (
+        naming_a_full_disk(where, f"checkpoint store: state partition {index}"),
+        files.writer(key) as out,
+    ):
         for chunk in _chunks(rows):
             line = encode_chunk(fmt, chunk)
             out.write(line)
             digest.update(line)
             records += len(chunk)
             size += len(line)
-        out.flush()
-        os.fsync(out.fileno())
-    return records, size, digest.hexdigest()
+    yield (index, records, size, digest.hexdigest())
 
 
 def _chunks(rows: Iterable[Any]) -> Iterator[list[Any]]:
@@ -230,17 +224,21 @@ def _chunks(rows: Iterable[Any]) -> Iterator[list[Any]]:
 
 
 def read_partition(
-    directory: str, fmt: str, pairs: Iterable[Any], version: int = FORMAT_VERSION
+    files: CheckpointFiles,
+    folder: str,
+    fmt: str,
+    pairs: Iterable[Any],
+    version: int = FORMAT_VERSION,
 ) -> Iterator[Any]:
-    """Reads the part files named by the partition numbers in `pairs` (one per task), in the
-    layout of format `version` (1: a record per line; 2: a chunk of records per line)."""
+    """Reads the part files of the piece `folder` named by the partition numbers in `pairs`
+    (one per task), in the layout of format `version` (1: a record per line; 2: a chunk of
+    records per line)."""
     for index, _ in pairs:
-        with (Path(directory) / part_name(index)).open("rb") as lines:
-            for line in lines:
-                if version == 1:
-                    yield decode_row(fmt, line.decode("utf-8"))
-                else:
-                    yield from decode_chunk(fmt, line)
+        for line in lines_of(files.chunks(part_key(folder, index))):
+            if version == 1:
+                yield decode_row(fmt, line.decode("utf-8"))
+            else:
+                yield from decode_chunk(fmt, line)
 
 
 # --- manifests and the store ---------------------------------------------------------------------
@@ -317,37 +315,40 @@ class PieceManifest:
 
 
 class CheckpointStore:
-    """Checkpoint directories under one root; see the module docstring for the layout."""
+    """Checkpoints under one root, in the layout of the module docstring, whatever holds the
+    bytes (`CheckpointFiles`: a local directory, or object storage)."""
 
-    def __init__(self, root: str | Path) -> None:
-        self.root = Path(root)
+    def __init__(self, files: CheckpointFiles | str | Path) -> None:
+        if isinstance(files, str | Path):
+            files = _local_files(files)
+        self.files: CheckpointFiles = files
+
+    @property
+    def location(self) -> str:
+        """The root's path or URI, for messages."""
+        return self.files.describe()
 
     def piece_ref(self, batch_time: int, piece: str) -> str:
-        """The reference journaled for a piece: its directory relative to the root."""
+        """The reference journaled for a piece: its folder relative to the root."""
         return f"{batch_time}/{piece}"
 
-    def path(self, ref: str) -> Path:
-        return self.root / ref
-
     def write_pieces(self, sc: Any, pieces: list[tuple[Any, str, str]]) -> dict[str, PieceManifest]:
-        """Writes `(rdd, ref, fmt)` pieces in one Spark job (task by task, temp name, fsync,
-        rename), then each piece's durable manifest; returns the manifests by ref."""
+        """Writes `(rdd, ref, fmt)` pieces in one Spark job (each task publishes its part file
+        whole), then each piece's manifest, durably; returns the manifests by ref. Parts first,
+        manifest last: a piece without its manifest is not a checkpoint (`verify` refuses it)."""
         if not pieces:
             return {}
         jobs = []
         for number, (rdd, ref, fmt) in enumerate(pieces):
-            directory = self.path(ref)
-            if directory.exists():
-                shutil.rmtree(directory)  # left by an attempt that crashed before journaling
-            directory.mkdir(parents=True)
-            write = partial(write_partition, str(directory), fmt)
+            self.files.delete_tree(ref)  # left by an attempt that crashed before journaling
+            write = partial(write_partition, self.files, ref, fmt)
             jobs.append(rdd.mapPartitionsWithIndex(write).map(partial(_numbered, number)))
         try:
             return self._write_manifests(pieces, (jobs[0] if len(jobs) == 1 else sc.union(jobs)))
         except BaseException:
             # Never journaled: what was written of it only takes space another attempt needs.
             for _rdd, ref, _fmt in pieces:
-                shutil.rmtree(self.path(ref), ignore_errors=True)
+                self.files.delete_tree(ref)
             raise
 
     def _write_manifests(
@@ -359,30 +360,33 @@ class CheckpointStore:
             reports[number].append(report)
         manifests = {}
         for number, (_rdd, ref, fmt) in enumerate(pieces):
-            manifest = PieceManifest.from_reports(fmt, reports[number])
-            path = self.path(ref) / MANIFEST
-            with naming_a_full_disk(path, "checkpoint store: a piece's manifest"):
-                replace_durably(path, json.dumps(manifest.to_json()).encode())
-            manifests[ref] = manifest
+            manifests[ref] = self.write_manifest(
+                ref, PieceManifest.from_reports(fmt, reports[number])
+            )
         return manifests
 
+    def write_manifest(self, ref: str, manifest: PieceManifest) -> PieceManifest:
+        """Publishes the piece's manifest: the commit point of the piece."""
+        key = f"{ref}/{MANIFEST}"
+        with naming_a_full_disk(Path(self.files.describe(key)), "checkpoint store: a manifest"):
+            self.files.put(key, json.dumps(manifest.to_json()).encode())
+        return manifest
+
     def sync(self, batch_time: int) -> None:
-        """Makes the checkpoint directory's entries durable (after every piece is written). A
-        checkpoint without pieces (windows with nothing to remember) has no directory."""
-        folder = self.root / str(batch_time)
-        if folder.exists():
-            fsync_directory(folder)
-            fsync_directory(self.root)
+        """Makes the checkpoint's files durable (after every piece is written). A checkpoint
+        without pieces (windows with nothing to remember) has no folder."""
+        self.files.sync(str(batch_time))
 
     def manifest(self, ref: str) -> PieceManifest:
-        path = self.path(ref) / MANIFEST
+        where = self.files.describe(f"{ref}/{MANIFEST}")
         try:
-            return PieceManifest.from_json(json.loads(path.read_text()))
+            text = b"".join(self.files.chunks(f"{ref}/{MANIFEST}"))
+            return PieceManifest.from_json(json.loads(text))
         except FileNotFoundError:
-            msg = f"checkpoint piece {ref!r} has no manifest at {path}; it is missing"
+            msg = f"checkpoint piece {ref!r} has no manifest at {where}; it is missing"
             raise CheckpointError(msg) from None
         except (ValueError, KeyError, TypeError) as error:
-            msg = f"checkpoint manifest {path} is unreadable: {error!r}"
+            msg = f"checkpoint manifest {where} is unreadable: {error!r}"
             raise CheckpointError(msg) from error
 
     def verify(self, ref: str, read_data: bool = True) -> PieceManifest:
@@ -399,18 +403,19 @@ class CheckpointStore:
             )
             raise CheckpointError(msg)
         for index in range(manifest.partitions):
-            part = self.path(ref) / part_name(index)
-            if not part.exists():
-                msg = f"checkpoint piece {ref!r}: {part.name} is missing"
+            key, name = part_key(ref, index), part_name(index)
+            size = self.files.size(key)
+            if size is None:
+                msg = f"checkpoint piece {ref!r}: {name} is missing"
                 raise CheckpointError(msg)
-            if part.stat().st_size != manifest.sizes[index]:
+            if size != manifest.sizes[index]:
                 msg = (
-                    f"checkpoint piece {ref!r}: {part.name} holds {part.stat().st_size} bytes, "
+                    f"checkpoint piece {ref!r}: {name} holds {size} bytes, "
                     f"its manifest says {manifest.sizes[index]}"
                 )
                 raise CheckpointError(msg)
-            if read_data and _sha256(part) != manifest.sha256[index]:
-                msg = f"checkpoint piece {ref!r}: {part.name} does not match its SHA-256"
+            if read_data and _sha256(self.files.chunks(key)) != manifest.sha256[index]:
+                msg = f"checkpoint piece {ref!r}: {name} does not match its SHA-256"
                 raise CheckpointError(msg)
         return manifest
 
@@ -424,29 +429,43 @@ class CheckpointStore:
         """
         count = manifest.partitions
         numbers = sc.parallelize([(p, None) for p in range(count)], count)
-        read = partial(read_partition, str(self.path(ref)), manifest.fmt, version=manifest.version)
+        read = partial(read_partition, self.files, ref, manifest.fmt, version=manifest.version)
         if manifest.fmt == "rows":
             # Unkeyed rows (a plain window's batches) carry no partitioner, like the originals.
             return numbers.mapPartitions(read)
         return numbers.partitionBy(count).mapPartitions(read, preservesPartitioning=True)
 
     def batch_times(self) -> list[int]:
-        """Batch times with a checkpoint directory, oldest first."""
-        if not self.root.exists():
-            return []
-        return sorted(int(p.name) for p in self.root.iterdir() if p.name.isdigit())
+        """Batch times with a checkpoint folder, oldest first."""
+        return sorted(int(name) for name in self.files.children() if name.isdigit())
+
+    def pieces(self, batch_time: int) -> dict[str, str]:
+        """The pieces found in a checkpoint's folder, journaled or not: name -> ref."""
+        return {
+            name: self.piece_ref(batch_time, name) for name in self.files.children(str(batch_time))
+        }
 
     def delete(self, batch_time: int) -> None:
-        shutil.rmtree(self.root / str(batch_time), ignore_errors=True)
+        self.files.delete_tree(str(batch_time))
+
+
+def _local_files(root: str | Path) -> LocalFiles:
+    """A local root; a URI here would silently become a local path (`s3a://b` -> `s3a:/b`)."""
+    if "://" in str(root) and not str(root).startswith("file://"):
+        msg = (
+            f"checkpoint store {str(root)!r} is a URI; build the store from the checkpoint "
+            "settings (CheckpointSettings.store()), which know its kind"
+        )
+        raise CheckpointError(msg)
+    return LocalFiles(Path(str(root).removeprefix("file://")))
 
 
 def _numbered(number: int, report: Any) -> tuple[int, Any]:
     return (number, report)
 
 
-def _sha256(path: Path) -> str:
+def _sha256(chunks: Iterable[bytes]) -> str:
     digest = hashlib.sha256()
-    with path.open("rb") as data:
-        for block in iter(lambda: data.read(1 << 20), b""):
-            digest.update(block)
+    for block in chunks:
+        digest.update(block)
     return digest.hexdigest()

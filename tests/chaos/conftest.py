@@ -290,11 +290,17 @@ class ChaosApp:
         }
 
     def service(
-        self, name: str = "driver", command: str = "run", **overrides: Any
+        self,
+        name: str = "driver",
+        command: str = "run",
+        env: dict[str, str] | None = None,
+        **overrides: Any,
     ) -> ServiceProcess:
-        """A process of this app (not started; `command` run or ingest); killed at teardown if
-        still running."""
-        process = ServiceProcess(self.config(**overrides), self.workdir, name=name, command=command)
+        """A process of this app (not started; `command` run or ingest; `env` added to this
+        process's environment at every start); killed at teardown if still running."""
+        process = ServiceProcess(
+            self.config(**overrides), self.workdir, env=env, name=name, command=command
+        )
         self.services.append(process)
         return process
 

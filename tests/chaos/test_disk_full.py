@@ -25,6 +25,7 @@ import pytest
 
 from connectors.offsets import OffsetRange
 from service.errors import DiskFull
+from service.graph.checkpoint_files import LocalFiles
 from service.graph.checkpoint_store import part_name, read_partition, write_partition
 from service.journal.base import JournalState
 from service.journal.file import FileJournal
@@ -120,19 +121,22 @@ def test_a_full_files_sink_volume_leaves_no_temporary_file_and_recovers(volume: 
 
 
 def test_a_full_checkpoint_volume_leaves_no_partial_partition(volume: Path) -> None:
+    files = LocalFiles(volume / "checkpoints")
     folder = volume / "checkpoints" / "1000" / "state"
     rows = [(f"k{n:05d}", n) for n in range(20_000)]
     fill(volume, leave=64 << 10)
     for _ in range(RETRIES):
         with pytest.raises(DiskFull, match="checkpoint store: state partition 0"):
-            list(write_partition(str(folder), "pairs", 0, iter(rows)))
+            list(write_partition(files, "1000/state", "pairs", 0, iter(rows)))
     assert temporary_files(volume) == []
     assert not (folder / part_name(0)).exists()
 
     (volume / "filler").unlink()
-    ((index, records, _size, _sha),) = list(write_partition(str(folder), "pairs", 0, iter(rows)))
+    written = list(write_partition(files, "1000/state", "pairs", 0, iter(rows)))
+    ((index, records, _size, _sha),) = written
     assert (index, records) == (0, len(rows))
-    assert [tuple(r) for r in read_partition(str(folder), "pairs", [(0, records)])] == rows
+    read = read_partition(files, "1000/state", "pairs", [(0, records)])
+    assert [tuple(r) for r in read] == rows
 
 
 @dataclass

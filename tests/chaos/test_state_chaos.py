@@ -21,7 +21,12 @@ and all windows together count every word exactly length / slide times.
 
 `make test` runs a smaller cut (24,000 lines, 2 SIGKILLs, 6 starts, about 2 minutes on a busy
 2-core machine): the crash points the stateless chaos tier does not already cover for every
-batch (the two inside the checkpoint), one batch point and one executor point. `make soak` runs
+batch (the two inside the checkpoint), one batch point and one executor point. It also runs the
+shortest cut with the checkpoints on S3-compatible object storage (a real SeaweedFS server, the
+`s3_server` fixture; 6,000 lines, the two checkpoint crash points, 3 starts, about a minute on
+a quiet machine): the drivers take the server's keys from their environment, as pods do from a
+Secret, their executors upload the parts, and the checkpoints recovery uses are read back from
+the bucket and verified. `make soak` runs
 the issue's full size with every crash point through `DSTREAMS_STATE_CHAOS_LINES`,
 `DSTREAMS_STATE_CHAOS_KILLS` and `DSTREAMS_STATE_CHAOS_POINTS=all`. The seed is printed
 (`CHAOS_SEED` repeats a run's input and kill moments).
@@ -29,14 +34,20 @@ the issue's full size with every crash point through `DSTREAMS_STATE_CHAOS_LINES
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
+from service.config.runtime import CheckpointSettings
 from service.dev.service_process import ServiceProcess
 from service.faults import CRASH_EXIT_CODE
+from service.journal.base import JournalState
 from tests.chaos.conftest import (
     ChaosApp,
     Feeder,
@@ -47,6 +58,7 @@ from tests.chaos.conftest import (
     word_totals,
 )
 from tests.chaos.stateful_checks import (
+    CHECKPOINT_EVERY,
     check_windows,
     check_windows_whole,
     stateful_config,
@@ -58,8 +70,6 @@ LINES = int(os.environ.get("DSTREAMS_STATE_CHAOS_LINES", "24000"))
 KILLS = int(os.environ.get("DSTREAMS_STATE_CHAOS_KILLS", "2"))
 EVERY_POINT = os.environ.get("DSTREAMS_STATE_CHAOS_POINTS", "") == "all"
 RATE_PER_PARTITION = 400
-# Streamed over about as long as the starts take, so kills land while input arrives.
-STREAMED_PER_SECOND = max(300, LINES // 150)
 CHECKPOINT_POINTS = ("checkpoint-files-written", "checkpoint-journaled")
 BATCH_POINTS = ("after-planned", "before-completed", "before-ack", "before-sink-commit")
 ALL_EXECUTOR_POINTS = ("task-after-write", "task-before-write", "sink-mid-write")
@@ -67,26 +77,56 @@ DRIVER_POINTS = CHECKPOINT_POINTS + (BATCH_POINTS if EVERY_POINT else BATCH_POIN
 EXECUTOR_POINTS = ALL_EXECUTOR_POINTS if EVERY_POINT else ALL_EXECUTOR_POINTS[-1:]
 
 
+@dataclass(frozen=True)
+class Cut:
+    """How much of the run a variant does, and where its checkpoints go."""
+
+    lines: int
+    kills: int
+    driver_points: tuple[str, ...]
+    executor_points: tuple[str, ...]
+    streamed_per_second: int
+    """Streamed over about as long as the starts take, so deaths land while input arrives."""
+    rate_per_partition: int = RATE_PER_PARTITION
+    """Few starts need a lower rate, so that enough batches (and windows) read input."""
+    on_object_storage: bool = False
+
+
+ON_FILES = Cut(LINES, KILLS, DRIVER_POINTS, EXECUTOR_POINTS, max(300, LINES // 150))
+# The shortest cut: only the deaths inside a checkpoint, where object storage differs.
+ON_S3 = Cut(6000, 0, CHECKPOINT_POINTS, (), 150, rate_per_partition=100, on_object_storage=True)
+
+
 @pytest.mark.timeout(1800 if EVERY_POINT else 900)
-def test_state_and_windows_survive_kills_at_every_point(chaos_app: ChaosApp) -> None:
+@pytest.mark.parametrize(
+    "cut", [ON_FILES, ON_S3], ids=["checkpoints-on-files", "checkpoints-on-s3"]
+)
+def test_state_and_windows_survive_kills_at_every_point(
+    chaos_app: ChaosApp, cut: Cut, request: pytest.FixtureRequest
+) -> None:
     seed = chaos_seed()
     rng = random.Random(seed)
     app = chaos_app
-    app.rate_per_partition = RATE_PER_PARTITION
-    lines = make_lines(seed, LINES)
+    app.rate_per_partition = cut.rate_per_partition
+    lines = make_lines(seed, cut.lines)
     values = [line.encode() for line in lines]
     positions, feeder = Feeder.after_preloading(
-        app.bootstrap, app.input_topic, values, LINES // 2, STREAMED_PER_SECOND
+        app.bootstrap, app.input_topic, values, cut.lines // 2, cut.streamed_per_second
     )
-    driver = app.service(**stateful_config(app))
+    config, env = stateful_config(app), None
+    if cut.on_object_storage:
+        s3_server = request.getfixturevalue("s3_server")
+        config["checkpoint"] = s3_checkpoints(app, s3_server)
+        env = s3_server.credentials
+    driver = app.service(env=env, **config)
     started = time.monotonic()
 
     feeder.start()
-    for point in DRIVER_POINTS:
+    for point in cut.driver_points:
         crash_at(driver, point)
-    for point in EXECUTOR_POINTS:
+    for point in cut.executor_points:
         kill_after_a_worker_died(app, driver, point, rng)
-    for _ in range(max(0, KILLS - len(EXECUTOR_POINTS))):
+    for _ in range(max(0, cut.kills - len(cut.executor_points))):
         kill_at_random(app, driver, rng)
     driver.start()
     feeder.finish()
@@ -107,6 +147,51 @@ def test_state_and_windows_survive_kills_at_every_point(chaos_app: ChaosApp) -> 
     print(
         f"a window at each of {boundaries} slide boundaries, counting the input length/slide times"
     )
+    if cut.on_object_storage:
+        check_checkpoints_in_the_bucket(app, state, config["checkpoint"], env or {})
+
+
+# --- checkpoints on object storage -----------------------------------------------------------
+
+
+def s3_checkpoints(app: ChaosApp, s3_server: Any) -> dict[str, Any]:
+    """`checkpoint` settings on the test's S3 server, under a prefix of this app's own."""
+    return {
+        "path": f"s3://{s3_server.bucket}/{app.app_id}/checkpoints",
+        "interval_batches": CHECKPOINT_EVERY,
+        "s3": {"endpoint_url": s3_server.endpoint_url, "path_style": True},
+    }
+
+
+def check_checkpoints_in_the_bucket(
+    app: ChaosApp, state: JournalState, checkpoint: dict[str, Any], env: dict[str, str]
+) -> None:
+    """The journal's retained checkpoints are in the bucket, each part matching its manifest,
+    and nothing of them was written to the local disk."""
+    with patched_environ(env):  # as the driver processes found the keys
+        store = CheckpointSettings.model_validate(checkpoint).store()
+        journaled = [c for c in state.retained_checkpoints if c.refs]
+        assert journaled, "no checkpoint with state was journaled"
+        assert {c.batch_time for c in journaled} <= set(store.batch_times())
+        for record in journaled:
+            for ref in record.refs.values():
+                store.verify(ref)
+    assert not (app.workdir / "state" / "checkpoints").exists()
+    print(f"{len(journaled)} journaled checkpoints verified in {store.location}")
+
+
+@contextlib.contextmanager
+def patched_environ(env: dict[str, str]) -> Iterator[None]:
+    saved = {name: os.environ.get(name) for name in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 # --- the starts ----------------------------------------------------------------------------

@@ -109,13 +109,14 @@ class Driver:
         lines: list[list[str]],
         sink: MemorySink,
         graph: Callable[[StreamingContext, list[list[str]], MemorySink], None] = side_by_side,
+        store: CheckpointStore | None = None,
     ) -> None:
         self.ctx = StreamingContext(sc, "stateful", INTERVAL_MS, 2)
         graph(self.ctx, lines, sink)
         self.journal = FileJournal(workdir / "journal")
         self.epoch = self.journal.open()
         log = JournalLog(self.journal, self.epoch, self.ctx.graph_json())
-        self.store = CheckpointStore(workdir / "checkpoints")
+        self.store = store or CheckpointStore(workdir / "checkpoints")
         self.checkpoints = StateCheckpoints(self.ctx, self.store, log, CHECKPOINT_EVERY)
         self.lifecycle = BatchLifecycle(self.ctx, log, checkpoints=self.checkpoints)
         self.lifecycle.setup_outputs()
@@ -210,7 +211,7 @@ def test_damaged_latest_checkpoint_falls_back_to_the_previous_one(sc: Any, tmp_p
     first = Driver(sc, tmp_path / "run", lines, sink)
     first.recover()
     first.run(0, 7)  # checkpoints after batches 2 and 5
-    latest = first.store.root / str(FIRST_BATCH_MS + 5_000)
+    latest = first.store.files.root / str(FIRST_BATCH_MS + 5_000)
     part = next(latest.rglob("part-*.jsonl"))
     part.write_text(part.read_text() + '["x",1,0]\n')
     second = Driver(sc, tmp_path / "run", lines, sink)
@@ -224,7 +225,7 @@ def test_no_usable_checkpoint_is_refused_with_what_to_do(sc: Any, tmp_path: Path
     first = Driver(sc, tmp_path / "run", lines, MemorySink())
     first.recover()
     first.run(0, 6)  # checkpoints after batches 2 and 5: the initial one is no longer retained
-    shutil.rmtree(first.store.root)
+    shutil.rmtree(first.store.files.root)
     second = Driver(sc, tmp_path / "run", lines, MemorySink())
     with pytest.raises(StateRecoveryError, match="no usable checkpoint.*new app id"):
         second.recover()
@@ -235,7 +236,7 @@ def test_checkpoint_holds_data_not_code(sc: Any, tmp_path: Path) -> None:
     driver = Driver(sc, tmp_path / "run", lines, MemorySink())
     driver.recover()
     driver.run(0, 3)
-    state_piece = next(p for p in driver.store.root.rglob("*update_state_by_key-state"))
+    state_piece = next(p for p in driver.store.files.root.rglob("*update_state_by_key-state"))
     # Each line of a part file is a JSON array of `[key, state, touched]` records.
     lines = [
         line for part in state_piece.glob("part-*.jsonl") for line in part.read_text().splitlines()

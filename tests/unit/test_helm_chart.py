@@ -831,6 +831,14 @@ def test_kubernetes_config_and_env_load_in_dstreams(
             {
                 "spark": {"mode": "kubernetes"},
                 "persistence": {"enabled": False},
+                "config": {"checkpoint": {"path": "hdfs://namenode/ckpt"}},
+            },
+            "object-store URI (s3://bucket/prefix",
+        ),
+        (
+            {
+                "spark": {"mode": "kubernetes"},
+                "persistence": {"enabled": False},
                 "config": {
                     "checkpoint": {"path": "s3a://bucket/ckpt"},
                     "sinks": {"o": {"type": "files", "path": "/x"}},
@@ -840,7 +848,7 @@ def test_kubernetes_config_and_env_load_in_dstreams(
         ),
         ({"spark": {"mode": "cluster"}}, "mode"),
     ],
-    ids=["read-write-once", "no-volume", "files-without-volume", "unknown-mode"],
+    ids=["read-write-once", "no-volume", "hdfs-uri", "files-without-volume", "unknown-mode"],
 )
 def test_kubernetes_mode_refuses_storage_executors_cannot_share(
     helm: str, tmp_path: Path, values: dict[str, Any], message: str

@@ -141,3 +141,36 @@ def test_a_read_only_folder_is_refused_naming_the_user(tmp_path: Path) -> None:
     problem = writable_problem("checkpoint.path", str(locked / "ckpt"))
     assert problem is not None
     assert problem.startswith(f"checkpoint.path: {locked} is not writable by this user")
+
+
+# --- object storage --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("master", [LOCAL, K8S])
+@pytest.mark.parametrize("path", ["s3://bucket/out", "s3a://bucket/out"])
+def test_the_files_sink_refuses_object_storage_on_any_master_saying_why(
+    master: SparkMaster, path: str
+) -> None:
+    problem = shared_path_problem("sinks.o.path", path, master)
+    assert problem is not None
+    assert problem.startswith(f"sinks.o.path: {path!r} is on object storage")
+    assert "If-None-Match" in problem and "mounted path" in problem
+
+
+@pytest.mark.parametrize("master", [LOCAL, K8S])
+def test_checkpoints_take_s3_uris_and_no_other_scheme(master: SparkMaster) -> None:
+    assert shared_path_problem("checkpoint.path", "S3://bucket/c", master, uris=True) is None
+    problem = shared_path_problem("checkpoint.path", "hdfs://nn/c", master, uris=True)
+    assert problem is not None and "s3://BUCKET/PREFIX" in problem
+
+
+def test_load_settings_refuses_a_files_sink_on_s3_in_local_mode(tmp_path: Path) -> None:
+    config = tmp_path / "job.yaml"
+    config.write_text(
+        "app_id: wc\njob: examples.wordcount:build\n"
+        "kafka: {bootstrap_servers: 'k:9092'}\n"
+        "sinks: {a: {type: files, path: 's3a://bucket/out'}}\n"
+    )
+    with pytest.raises(InvalidConfig) as caught:
+        load_settings(config, {})
+    assert [line.split(":")[0] for line in caught.value.problems] == ["sinks.a.path"]

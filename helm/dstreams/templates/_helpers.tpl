@@ -384,8 +384,9 @@ What kubernetes mode needs of the values: storage every pod can mount, the chart
 {{- end }}
 {{- end }}
 {{- $checkpoint := default dict .Values.config.checkpoint }}
-{{- if not (contains "://" (toString (default "" $checkpoint.path))) }}
-{{- fail "spark.mode kubernetes without persistence: config.checkpoint.path must be an object-store URI (e.g. s3a://bucket/checkpoints) that every executor pod can reach, or enable persistence with a ReadWriteMany volume" }}
+{{- /* dstreams writes checkpoints to S3-compatible object storage itself (boto3): s3:// or s3a://, reached as config.checkpoint.s3 says, with credentials every pod finds in its environment (envFrom), a mounted file (checkpoint.s3.credentials_file) or its role; see the README. */}}
+{{- if not (regexMatch "^[sS]3[aA]?://[^/]+" (toString (default "" $checkpoint.path))) }}
+{{- fail "spark.mode kubernetes without persistence: config.checkpoint.path must be an object-store URI (s3://bucket/prefix or s3a://..., with config.checkpoint.s3 for the endpoint and the credentials in every pod, see the chart README) that every executor pod can reach, or enable persistence with a ReadWriteMany volume" }}
 {{- end }}
 {{- end }}
 {{- if .Values.serviceAccountName }}
