@@ -116,9 +116,11 @@ def test_ingest_runs_the_endpoint_with_the_release_config(everything: Docs) -> N
         "ingest", "--config", "/etc/dstreams/config.yaml", "--log-level", "debug",
     ]  # fmt: skip
     assert container["ports"] == [{"name": "ingest", "containerPort": 9443, "protocol": "TCP"}]
-    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "ingest"}
-    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "ingest"}
-    assert container["startupProbe"]["httpGet"] == {"path": "/readyz", "port": "ingest"}
+    # TLS is on in these values: the endpoint serves HTTPS only, and so do its probes.
+    https = {"port": "ingest", "scheme": "HTTPS"}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", **https}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", **https}
+    assert container["startupProbe"]["httpGet"] == {"path": "/readyz", **https}
     assert container["resources"]["requests"] == {"cpu": "2", "memory": "512Mi"}  # merged
     assert container["securityContext"] == driver["securityContext"]
     config = {v["name"]: v for v in _pod_spec(deployment)["volumes"]}["config"]
@@ -144,6 +146,37 @@ def test_ingest_mounts_its_tls_and_token_secrets_read_only_and_no_state(everythi
     assert "state" not in volumes  # the journal volume stays the driver's (ReadWriteOnce)
     assert "kafka-ca" in volumes  # extraVolumes: the Kafka cluster's CA
     assert _pod_spec(deployment)["automountServiceAccountToken"] is False
+
+
+def test_ingest_settings_name_the_mounted_tls_and_token_files(everything: Docs) -> None:
+    container = _only_container(_named(everything, "Deployment", INGEST_NAME))
+    env = {name: entry.get("value") for name, entry in _env(container).items()}
+    assert env["DSTREAMS_INGEST__TLS__CERT_FILE"] == "/etc/dstreams/ingest-tls/tls.crt"
+    assert env["DSTREAMS_INGEST__TLS__KEY_FILE"] == "/etc/dstreams/ingest-tls/tls.key"
+    assert "DSTREAMS_INGEST__TLS__CLIENT_CA_FILE" not in env  # mutual TLS only when asked
+    assert env["DSTREAMS_INGEST__AUTH__TOKENS_DIR"] == "/var/run/tokens"
+    # The endpoint then serves HTTPS only, so the kubelet probes over HTTPS.
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        assert container[probe]["httpGet"]["scheme"] == "HTTPS"
+
+
+def test_ingest_with_client_certificates_probes_the_port_only(helm: str, tmp_path: Path) -> None:
+    tls = {"enabled": True, "secretName": "ingest-cert", "requireClientCertificates": True}
+    docs = _render(helm, tmp_path, {"ingest": {"enabled": True, "tls": tls}})
+    container = _only_container(_named(docs, "Deployment", INGEST_NAME))
+    env = {name: entry.get("value") for name, entry in _env(container).items()}
+    assert env["DSTREAMS_INGEST__TLS__CLIENT_CA_FILE"] == "/etc/dstreams/ingest-tls/ca.crt"
+    # The kubelet has no client certificate: an HTTPS probe would fail its handshake.
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        assert container[probe]["tcpSocket"] == {"port": "ingest"}
+        assert "httpGet" not in container[probe]
+
+
+def test_ingest_without_tls_probes_plain_http(helm: str, tmp_path: Path) -> None:
+    docs = _render(helm, tmp_path, {"ingest": {"enabled": True}})
+    container = _only_container(_named(docs, "Deployment", INGEST_NAME))
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "ingest"}
+    assert not [name for name in _env(container) if name.startswith("DSTREAMS_INGEST__")]
 
 
 def test_ingest_secrets_are_optional(helm: str, tmp_path: Path) -> None:

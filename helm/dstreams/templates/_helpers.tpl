@@ -533,3 +533,43 @@ The port `dstreams ingest` listens on (config.ingest.port), so the two cannot di
 {{- end }}
 {{- end }}
 {{- end }}
+
+{{/*
+The ingest endpoint's TLS and token files as its settings (DSTREAMS_INGEST__...), at the paths
+the chart mounts their Secrets. Argument: .Values.ingest.
+*/}}
+{{- define "dstreams.ingestTlsEnv" -}}
+{{- if .tls.enabled }}
+- name: DSTREAMS_INGEST__TLS__CERT_FILE
+  value: {{ printf "%s/tls.crt" .tls.mountPath | quote }}
+- name: DSTREAMS_INGEST__TLS__KEY_FILE
+  value: {{ printf "%s/tls.key" .tls.mountPath | quote }}
+{{- if .tls.requireClientCertificates }}
+- name: DSTREAMS_INGEST__TLS__CLIENT_CA_FILE
+  value: {{ printf "%s/ca.crt" .tls.mountPath | quote }}
+{{- end }}
+{{- end }}
+{{- if .tokens.enabled }}
+- name: DSTREAMS_INGEST__AUTH__TOKENS_DIR
+  value: {{ .tokens.mountPath | quote }}
+{{- end }}
+{{- end }}
+
+{{/*
+How a probe reaches the ingest endpoint: HTTP, HTTPS under TLS, or only a TCP connection under
+mutual TLS (the kubelet has no client certificate). Argument: (list .Values.ingest path).
+*/}}
+{{- define "dstreams.ingestProbe" -}}
+{{- $ingest := index . 0 -}}
+{{- if and $ingest.tls.enabled $ingest.tls.requireClientCertificates -}}
+tcpSocket:
+  port: ingest
+{{- else -}}
+httpGet:
+  path: {{ index . 1 }}
+  port: ingest
+  {{- if $ingest.tls.enabled }}
+  scheme: HTTPS
+  {{- end }}
+{{- end }}
+{{- end }}
