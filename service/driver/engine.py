@@ -40,7 +40,6 @@ from service.driver.sink_outages import SinkOutages
 from service.driver.spark import create_spark_context, driver_address
 from service.driver.warm_state import PreloadedCheckpoint, StatePreloader
 from service.errors import DStreamsError, FencedOut
-from service.graph.checkpoint_store import CheckpointStore
 from service.graph.context import StreamingContext
 from service.graph.sources import KafkaInputDStream
 from service.journal.base import Journal
@@ -295,7 +294,7 @@ def make_checkpoints(
     settings: Settings, ctx: StreamingContext, journal: JournalLog, observer: CheckpointObserver
 ) -> StateCheckpoints:
     """Step 7 and the state half of recovery, from `settings.checkpoint`."""
-    store = CheckpointStore(settings.checkpoint.path)
+    store = settings.checkpoint.store()
     return StateCheckpoints(ctx, store, journal, checkpoint_interval_batches(settings), observer)
 
 

@@ -345,8 +345,9 @@ class CheckpointStore:
             jobs.append(rdd.mapPartitionsWithIndex(write).map(partial(_numbered, number)))
         try:
             return self._write_manifests(pieces, (jobs[0] if len(jobs) == 1 else sc.union(jobs)))
-        except BaseException:
+        except Exception:
             # Never journaled: what was written of it only takes space another attempt needs.
+            # (A driver that dies leaves it; the next attempt and retention delete it.)
             for _rdd, ref, _fmt in pieces:
                 self.files.delete_tree(ref)
             raise

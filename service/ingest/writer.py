@@ -41,7 +41,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, KafkaException
 
 from connectors.kafka_client import CommitTimedOut, commit_transaction, is_fenced
 from service.ingest.keys import KeyEntry, KeyLedger, now_ms
@@ -185,6 +185,8 @@ class IngestWriter:
         self._queue: deque[_Pending] = deque()
         self._in_flight: set[str] = set()
         self._producer: Any = None
+        self._initialising: tuple[Any, bool] | None = None
+        """A producer being set up, and whether its init_transactions() has returned."""
         self._keys_offset = 0
         self._stopping = False
         self.fenced = False
@@ -282,26 +284,45 @@ class IngestWriter:
                 self._write(group)
         self._fail_queued("the endpoint stopped")
         self._discard_producer()
+        if self._initialising is not None:  # stopped while still setting one up
+            _purge(self._initialising[0])
+            self._initialising = None
 
     def _connect(self) -> bool:
-        """A new initialised producer and an up-to-date ledger; False if Kafka did not answer."""
-        producer = None
+        """An initialised producer and an up-to-date ledger; False if Kafka did not answer."""
         try:
-            producer = self._make_producer()
-            # Settles the transaction a previous producer of this id left: commits it if its
-            # commit had begun, else aborts it. Only after that are the keys read.
-            producer.init_transactions(INIT_TIMEOUT_S)
+            producer = self._initialised_producer()
             self._keys_offset = self._read_keys(self._keys_offset)
         except Exception as error:  # the cluster is unavailable; tried again after a pause
             log.warning("ingest producer not ready, retrying: %s", error)
-            if producer is not None:
-                _purge(producer)
             return False
+        self._initialising = None
         with self._lock:
             self._producer = producer
         log.info("ingest producer ready; %d idempotency keys remembered", len(self.ledger))
         self._on_ready(True)
         return True
+
+    def _initialised_producer(self) -> Any:
+        """The producer being set up, its init_transactions() done. That call settles the
+        transaction a previous producer of this id left (committed if its commit had begun, else
+        aborted), which waits for the brokers; when it times out it is retried on the same
+        instance, as librdkafka asks: a new instance beside it would race it for the epoch, and
+        the first one to get it would be fenced by the other."""
+        if self._initialising is None:
+            self._initialising = (self._make_producer(), False)
+        producer, initialised = self._initialising
+        if not initialised:
+            try:
+                producer.init_transactions(INIT_TIMEOUT_S)
+            except KafkaException as failure:
+                error = failure.args[0] if failure.args else None
+                if not isinstance(error, KafkaError) or error.fatal():
+                    _purge(producer)  # unusable: the next attempt makes a new one
+                    self._initialising = None
+                raise
+            self._initialising = (producer, True)
+        return producer
 
     def _next_group(self) -> _Group:
         group = _Group()
@@ -330,8 +351,6 @@ class IngestWriter:
     # --- one transaction ----------------------------------------------------------------------
 
     def _write(self, group: _Group) -> None:
-        from confluent_kafka import KafkaException
-
         entries: dict[str, KeyEntry] = {}
         first_ack = threading.Event()
         try:

@@ -28,8 +28,9 @@ from sinks.memory import MemorySink
 from tests.spark.test_state_recovery import Driver, make_input, outputs_of, uninterrupted
 
 
-class Crash(Exception):
-    """Stands for the driver dying at the point where it is raised."""
+class Crash(BaseException):
+    """Stands for the driver dying at the point where it is raised: like a process's death, it
+    is no error the store cleans up after (`except Exception`)."""
 
 
 class DiesBeforeManifests(CheckpointStore):
