@@ -35,6 +35,22 @@ class FakeTime:
     def scheduler(self, interval_ms: int = 1000) -> Scheduler:
         return Scheduler(interval_ms, BatchClock(self.wall, self.monotonic), self.wait)
 
+    def run(
+        self, first: int, batches: int, batch_ms: int, step_at: int | None = None, step_ms: int = 0
+    ) -> list[tuple[int, float]]:
+        """(batch time, delay) of `batches` batches of `batch_ms` each, from `first`; the wall
+        clock steps by `step_ms` at the end of batch `step_at`."""
+        seen: list[tuple[int, float]] = []
+
+        def batch(batch_time: int, delay_s: float) -> None:
+            seen.append((batch_time, delay_s))
+            self.pass_ms(batch_ms)
+            if batch_time == step_at:
+                self.wall.now += step_ms  # an NTP step, or an operator's `date -s`
+
+        self.scheduler().run(first, batch, max_batches=batches)
+        return seen
+
 
 def test_align_up() -> None:
     assert align_up(1000, 1000) == 1000
@@ -103,17 +119,8 @@ def test_local_master_gets_task_retries() -> None:
 
 def test_a_wall_clock_stepped_back_does_not_stall_the_batches() -> None:
     time = FakeTime(10_000)
-    scheduler = time.scheduler()
-    seen: list[int] = []
-
-    def batch(batch_time: int, _delay: float) -> None:
-        seen.append(batch_time)
-        time.pass_ms(100)
-        if batch_time == 12_000:
-            time.wall.now -= HOUR_MS  # an NTP step, or an operator's `date -s`
-
-    scheduler.run(10_000, batch, max_batches=6)
-    assert seen == list(range(10_000, 15_001, 1000))
+    seen = time.run(10_000, 6, 100, step_at=12_000, step_ms=-HOUR_MS)
+    assert [t for t, _ in seen] == list(range(10_000, 15_001, 1000))
     # Each batch waited out the rest of its interval in real time, not the hour the wall clock
     # fell back: 6 batches of 0.1 s in 5.1 s of real time.
     assert time.waited_ms == 4_500
@@ -122,16 +129,7 @@ def test_a_wall_clock_stepped_back_does_not_stall_the_batches() -> None:
 
 def test_a_wall_clock_stepped_forward_makes_the_skipped_intervals_due_at_once() -> None:
     time = FakeTime(10_000)
-    scheduler = time.scheduler()
-    seen: list[tuple[int, float]] = []
-
-    def batch(batch_time: int, delay_s: float) -> None:
-        seen.append((batch_time, delay_s))
-        time.pass_ms(10)
-        if batch_time == 10_000:
-            time.wall.now += HOUR_MS
-
-    scheduler.run(10_000, batch, max_batches=5)
+    seen = time.run(10_000, 5, 10, step_at=10_000, step_ms=HOUR_MS)
     assert [t for t, _ in seen] == list(range(10_000, 14_001, 1000))
     # As after a driver's down time: due at once, run back to back, nothing skipped.
     assert time.waited_ms == 0
@@ -142,16 +140,9 @@ def test_a_restart_with_the_wall_clock_behind_the_journal_carries_on_at_once() -
     # The journal's last batch is an hour ahead of this host's clock (stepped back since, or
     # written by a host whose clock was ahead): waiting for the wall clock would stall an hour.
     time = FakeTime(10_000)
-    scheduler = time.scheduler()
-    seen: list[int] = []
-
-    def batch(batch_time: int, _delay: float) -> None:
-        seen.append(batch_time)
-        time.pass_ms(100)
-
     first = 10_000 + HOUR_MS
-    scheduler.run(first, batch, max_batches=3)
-    assert seen == [first, first + 1000, first + 2000]
+    seen = time.run(first, 3, 100)
+    assert [t for t, _ in seen] == [first, first + 1000, first + 2000]
     assert time.waited_ms == 2_800  # one interval per batch after the first, none for the hour
 
 
