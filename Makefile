@@ -83,17 +83,26 @@ bench-state: venv sysdeps class-archive
 	$(PY) bench/state_bench.py
 	$(PY) bench/event_time_bench.py
 
-# Runs too long for `make test`: the stateful long run at 1,000 batches, and the stateful chaos
-# test at the issue's full size (200,000 lines, every crash point, 10 SIGKILLs in all), and
-# the event-time chaos test at its full size (60,000 clicks, 10 driver SIGKILLs), the ingest fault
-# run, and every broker down for longer than the Kafka sink's transaction timeout.
+# Runs too long for `make test` (DSTREAMS_SOAK=1 turns them on, see tests/soak.py): the stateful
+# long run at 1,000 batches, the stateful chaos test at the issue's full size (200,000 lines, every
+# crash point, 10 SIGKILLs in all) and on object storage, the event-time chaos test at its full
+# size (60,000 clicks, 10 driver SIGKILLs), the ingest fault run, the Kafka journal's leader
+# killed, every broker down for longer than the Kafka sink's transaction timeout, PostgreSQL down
+# for 60 s, the full random-kill and dead-letter runs, the crash points `make test` covers through
+# other sinks, and the cluster's straggler and lost-worker runs.
+soak: export DSTREAMS_SOAK=1
 soak: venv sysdeps class-archive
 	DSTREAMS_LONG_RUN_BATCHES=1000 $(PY) -m pytest tests/spark/test_state_long_run.py $(PYTEST_ARGS)
 	DSTREAMS_STATE_CHAOS_LINES=200000 DSTREAMS_STATE_CHAOS_KILLS=10 DSTREAMS_STATE_CHAOS_POINTS=all \
 		$(PY) -m pytest tests/chaos/test_state_chaos.py $(PYTEST_ARGS)
-	DSTREAMS_SOAK=1 $(PY) -m pytest tests/chaos/test_replication_faults.py \
+	$(PY) -m pytest tests/chaos/test_replication_faults.py \
 		tests/chaos/test_brokers_down_past_transaction_timeout.py $(PYTEST_ARGS)
-	DSTREAMS_SOAK=1 $(PY) -m pytest tests/chaos/test_sink_outage.py -k mid_stream $(PYTEST_ARGS)
+	$(PY) -m pytest tests/chaos/test_sink_outage.py -k mid_stream $(PYTEST_ARGS)
+	$(PY) -m pytest tests/chaos/test_driver_kills.py tests/chaos/test_dead_letters.py \
+		"tests/chaos/test_crash_points.py::test_each_crash_point_then_restart_is_exact[kafka-first]" \
+		"tests/chaos/test_worker_death.py::test_python_worker_death_is_retried_by_spark[task-before-write]" \
+		$(PYTEST_ARGS)
+	$(PY) -m pytest tests/cluster/test_on_cluster.py -k "speculative or one_worker" $(PYTEST_ARGS)
 	DSTREAMS_EVENT_CHAOS_LINES=60000 DSTREAMS_EVENT_CHAOS_KILLS=10 \
 		$(PY) -m pytest tests/chaos/test_event_time_chaos.py $(PYTEST_ARGS)
 

@@ -2,8 +2,9 @@
 
 Most of the suite's time is spent waiting: for a driver's JVM to start, for a rate-limited feed,
 for a session timeout, for a SIGKILLed driver's successor. One pytest process leaves the second
-core idle for much of that, so `make test` runs the fault tier (`tests/chaos`) in one process and
-every other tier in another; the two take about the same time. Each process starts its own
+core idle for much of that, so `make test` runs the fault tier (`tests/chaos`) and the cluster
+tier (`tests/cluster`) in one process and every other tier in another; the two take about the same
+time. Each process starts its own
 broker and PostgreSQL server, so they share nothing but the machine. Their outputs go to log files
 that are printed whole, one after the other, once both have ended; the exit status is the worse
 of the two.
@@ -24,17 +25,26 @@ import tempfile
 import time
 from pathlib import Path
 
-FAULTS = ["tests/chaos"]
+# The cluster tier goes with the faults to even out the two processes' times.
+FAULTS = ["tests/chaos", "tests/cluster"]
 # The examples' tests, not the examples: those are jobs, with no docstring examples to run.
 EXAMPLE_TESTS = sorted(str(path) for path in Path("examples").glob("test_*.py"))
-REST = ["tests", "service", "connectors", "sinks", *EXAMPLE_TESTS, "--ignore=tests/chaos"]
+REST = [
+    "tests",
+    "service",
+    "connectors",
+    "sinks",
+    *EXAMPLE_TESTS,
+    "--ignore=tests/chaos",
+    "--ignore=tests/cluster",
+]
 COMMON = ["--ignore=tests/containers"]
 
 
 def streams() -> dict[str, list[str]]:
     if os.environ.get("DSTREAMS_TEST_STREAMS") == "1":
         return {"all tiers": ["tests", "service", "connectors", "sinks", *EXAMPLE_TESTS]}
-    return {"fault tier": FAULTS, "other tiers": REST}
+    return {"fault and cluster tiers": FAULTS, "other tiers": REST}
 
 
 def main(extra: list[str]) -> int:

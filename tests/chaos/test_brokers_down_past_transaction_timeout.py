@@ -11,7 +11,6 @@ are back; a run that needed a restart would show in `driver.starts`.
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any
 
@@ -25,6 +24,7 @@ from tests.chaos.conftest import (
     make_lines,
     word_totals,
 )
+from tests.soak import soak_only
 
 LINES = 8_000
 TRANSACTION_TIMEOUT_MS = 10_000
@@ -36,10 +36,8 @@ def completed(driver: ServiceProcess) -> int:
 
 
 @pytest.mark.timeout(600)
-@pytest.mark.skipif(
-    os.environ.get("DSTREAMS_SOAK") != "1",
-    reason="about 3-5 minutes on this machine (a 3-broker cluster down for 25 s, then the "
-    "catch-up): `make soak` runs it (DSTREAMS_SOAK=1)",
+@soak_only(
+    "about 3-5 minutes on this machine (a 3-broker cluster down for 25 s, then the catch-up)"
 )
 def test_all_brokers_down_past_the_transaction_timeout_loses_and_duplicates_nothing(
     kafka_cluster3: Any, make_chaos_app: ChaosAppFactory

@@ -1,9 +1,10 @@
 """Random driver kills: SIGKILL the driver at random moments, restart it, and demand exact sinks.
 
-Input: 200,000 lines, half preloaded before the first start and half streamed (about 1,500
-lines/s) while the driver is being killed. `max_rate_per_partition` keeps each batch to at most
-20,000 lines, so batches are short, many are in flight when a kill lands, and the run ends in
-bounded time. The seed (printed; set `CHAOS_SEED` to repeat a run) decides the kill moments.
+Input: 200,000 lines (60,000 in `make test`), half preloaded before the first start and half
+streamed (about 1,500 lines/s) while the driver is being killed, 10 times (4 in `make test`).
+`max_rate_per_partition` keeps each batch to at most 20,000 lines, so batches are short, many are
+in flight when a kill lands, and the run ends in bounded time. The seed (printed; set
+`CHAOS_SEED` to repeat a run) decides the kill moments.
 """
 
 from __future__ import annotations
@@ -22,11 +23,13 @@ from tests.chaos.conftest import (
     make_lines,
     word_totals,
 )
+from tests.soak import sized
 
-LINES = 200_000
-PRELOADED = 100_000
+# `make test` runs a cut: 60,000 lines and 4 kills.
+LINES = sized(60_000, 200_000)
+PRELOADED = LINES // 2
 STREAMED_PER_SECOND = 1_500
-KILLS = 10
+KILLS = sized(4, 10)
 RATE_PER_PARTITION = 5_000
 
 

@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 from collections import Counter
@@ -38,6 +37,7 @@ from tests.chaos.conftest import (
     wait_until,
     word_totals,
 )
+from tests.soak import soak_only
 
 RECORDS = 50_000
 BATCH = 500
@@ -151,11 +151,7 @@ def assert_once(where: str, found: Counter[int]) -> None:
 
 
 @pytest.mark.timeout(600)
-@pytest.mark.skipif(
-    os.environ.get("DSTREAMS_SOAK") != "1",
-    reason="a long fault run whose broker-outage window is timing-sensitive on a loaded machine: "
-    "`make soak` runs it (DSTREAMS_SOAK=1)",
-)
+@soak_only("a long fault run whose broker-outage window is timing-sensitive on a loaded machine")
 def test_ingested_records_reach_postgres_exactly_once_through_every_fault(
     kafka_cluster3: LocalKafkaCluster, make_chaos_app: ChaosAppFactory
 ) -> None:
@@ -253,6 +249,7 @@ def journal_leader(bootstrap: str, topic: str) -> int:
 
 
 @pytest.mark.timeout(600)
+@soak_only("three brokers, a leader killed and a driver killed: about two minutes")
 def test_kafka_journal_survives_its_leader_being_killed(
     kafka_cluster3: LocalKafkaCluster, make_chaos_app: ChaosAppFactory
 ) -> None:

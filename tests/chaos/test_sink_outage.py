@@ -3,7 +3,7 @@
 The test runs a PostgreSQL server of its own (`LocalPostgres`, not the session's), stops that
 server process (fast shutdown, by its PID) and starts it again on the same port and data:
 
-- mid-stream for `OUTAGE_S` (20 s; 60 s under `make soak`, DSTREAMS_SOAK=1) while input keeps
+- mid-stream for `OUTAGE_S` (60 s, under `make soak` only) while input keeps
   coming: the driver keeps running, `/readyz` is 503 naming the output, the wait is counted in
   `dstreams_sink_outage_seconds_total` and `..._retries_total`, Kafka and files outputs wait
   with the batch; afterwards every sink holds every input line's words exactly once;
@@ -13,7 +13,6 @@ server process (fast shutdown, by its PID) and starts it again on the same port 
 
 from __future__ import annotations
 
-import os
 import time
 import urllib.error
 import urllib.request
@@ -36,9 +35,9 @@ from tests.chaos.conftest import (
     wait_until,
     word_totals,
 )
+from tests.soak import soak_only
 
-SOAK = os.environ.get("DSTREAMS_SOAK") == "1"
-OUTAGE_S = 60.0 if SOAK else 20.0
+OUTAGE_S = 60.0
 PER_SECOND = 100
 PRELOADED = 500
 # Fed from the first completed batches until well past the outage, so that batches keep having
@@ -88,6 +87,7 @@ def assert_waits_through(driver: ServiceProcess, seconds: float) -> None:
 
 
 @pytest.mark.timeout(600)
+@soak_only("PostgreSQL down for a minute, and the input to fill it: about two minutes")
 def test_postgres_stopped_mid_stream_is_waited_for_then_exact(
     outage_app: ChaosApp, own_postgres: LocalPostgres
 ) -> None:

@@ -21,10 +21,10 @@ and all windows together count every word exactly length / slide times.
 
 `make test` runs a smaller cut (24,000 lines, 2 SIGKILLs, 6 starts, about 2 minutes on a busy
 2-core machine): the crash points the stateless chaos tier does not already cover for every
-batch (the two inside the checkpoint), one batch point and one executor point. It also runs the
-shortest cut with the checkpoints on S3-compatible object storage (a real SeaweedFS server, the
-`s3_server` fixture; 6,000 lines, the two checkpoint crash points, 3 starts, about a minute on
-a quiet machine): the drivers take the server's keys from their environment, as pods do from a
+batch (the two inside the checkpoint), one batch point and one executor point. `make soak` also
+runs the shortest cut with the checkpoints on S3-compatible object storage (a real SeaweedFS
+server, the `s3_server` fixture; 6,000 lines, the two checkpoint crash points, 3 starts, about
+three minutes): the drivers take the server's keys from their environment, as pods do from a
 Secret, their executors upload the parts, and the checkpoints recovery uses are read back from
 the bucket and verified. `make soak` runs
 the issue's full size with every crash point through `DSTREAMS_STATE_CHAOS_LINES`,
@@ -65,6 +65,7 @@ from tests.chaos.stateful_checks import (
     verify_totals,
     wait_windows_closed,
 )
+from tests.soak import soak_only
 
 LINES = int(os.environ.get("DSTREAMS_STATE_CHAOS_LINES", "24000"))
 KILLS = int(os.environ.get("DSTREAMS_STATE_CHAOS_KILLS", "2"))
@@ -99,7 +100,17 @@ ON_S3 = Cut(6000, 0, CHECKPOINT_POINTS, (), 150, rate_per_partition=100, on_obje
 
 @pytest.mark.timeout(1800 if EVERY_POINT else 900)
 @pytest.mark.parametrize(
-    "cut", [ON_FILES, ON_S3], ids=["checkpoints-on-files", "checkpoints-on-s3"]
+    "cut",
+    [
+        pytest.param(ON_FILES, id="checkpoints-on-files"),
+        # The store itself, and a death between its data and manifests, are tested against the
+        # same server in tests/spark/test_s3_checkpoints.py, within `make test`.
+        pytest.param(
+            ON_S3,
+            id="checkpoints-on-s3",
+            marks=soak_only("a second stateful chaos run, about three minutes"),
+        ),
+    ],
 )
 def test_state_and_windows_survive_kills_at_every_point(
     chaos_app: ChaosApp, cut: Cut, request: pytest.FixtureRequest

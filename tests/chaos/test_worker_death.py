@@ -22,12 +22,20 @@ from tests.chaos.conftest import (
     wait_until,
     word_totals,
 )
+from tests.soak import soak_only
 
 LINES = 24_000
 
 
 @pytest.mark.timeout(400)
-@pytest.mark.parametrize("point", ["task-before-write", "task-after-write"])
+@pytest.mark.parametrize(
+    "point",
+    [
+        # A death before any write is also every task's death in test_crash_points.
+        pytest.param("task-before-write", marks=soak_only("a second worker-death run")),
+        "task-after-write",
+    ],
+)
 def test_python_worker_death_is_retried_by_spark(chaos_app: ChaosApp, point: str) -> None:
     app = chaos_app
     # The Python workers must run the Kafka writes too (under this local master `auto` keeps them

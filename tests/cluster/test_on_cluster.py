@@ -34,6 +34,7 @@ from tests.chaos.stateful_checks import (
     verify_totals,
 )
 from tests.cluster.conftest import cluster_driver, cluster_settings, spark_log_lines
+from tests.soak import soak_only
 
 LINES = 8_000
 # 2,000 lines a batch: four batches or so, each still running when the next is due.
@@ -162,6 +163,7 @@ def test_a_new_driver_takes_over_the_running_totals_after_the_driver_is_killed(
 
 
 @pytest.mark.timeout(500)
+@soak_only("a straggler held for a minute: over a minute on the cluster")
 def test_speculative_copies_of_a_straggler_collapse_to_one_committed_copy(
     spark_cluster: LocalSparkCluster, chaos_app: ChaosApp
 ) -> None:
@@ -202,6 +204,7 @@ def test_speculative_copies_of_a_straggler_collapse_to_one_committed_copy(
 
 
 @pytest.mark.timeout(500)
+@soak_only("a worker killed and restarted: over a minute on the cluster")
 def test_the_job_goes_on_with_one_worker_after_the_other_is_killed(
     spark_cluster: LocalSparkCluster, chaos_app: ChaosApp
 ) -> None:
