@@ -64,7 +64,7 @@ def decode_json(raw: bytes | None) -> Any:
         msg = "invalid JSON: starts with a byte-order mark"
         raise DecodeError(msg)
     try:
-        document = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+        document = _DECODER.decode(text)
     except json.JSONDecodeError as exc:
         msg = f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
         raise DecodeError(msg) from None
@@ -75,8 +75,17 @@ def decode_json(raw: bytes | None) -> Any:
     except ValueError as exc:  # NaN, an overflowing number, an integer of too many digits
         msg = f"invalid JSON: {exc}"
         raise DecodeError(msg) from None
-    _check_json_strings(document)
+    if _may_hold_unstorable(text):
+        _check_json_strings(document)
     return document
+
+
+def _may_hold_unstorable(text: str) -> bool:
+    """False when the text alone shows that `_check_json_strings` would find nothing: NUL and
+    lone surrogates reach a string only through a `\\u` escape (the decoder refuses raw control
+    characters, and strict UTF-8 refuses encoded surrogates), and nesting deeper than
+    `MAX_JSON_DEPTH` needs more brackets than that. Most records skip the walk."""
+    return "\\u" in text or text.count("[") + text.count("{") > MAX_JSON_DEPTH
 
 
 MAX_JSON_DEPTH = 512
@@ -97,6 +106,10 @@ def _finite_float(text: str) -> float:
         msg = f"{text[:20]} overflows a double"
         raise ValueError(msg)
     return number
+
+
+# One decoder for every call: `json.loads` with hooks would build a new one per value.
+_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
 
 
 def _check_json_strings(document: Any) -> None:

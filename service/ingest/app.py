@@ -61,9 +61,11 @@ class TopicLister(Protocol):
     def list_topics(self, *, timeout: float) -> Any: ...
 
 
-def transactional_id(app_id: str) -> str:
-    """Every ingest endpoint of `app_id` shares it: a new one fences the one before."""
-    return f"dstreams-ingest-{app_id}"
+def transactional_id(app_id: str, lane: int = 0) -> str:
+    """Every ingest endpoint of `app_id` shares these (one per lane of its writer): a new one
+    fences the one before. Lane 0's is the id of the endpoints that had one producer."""
+    base = f"dstreams-ingest-{app_id}"
+    return base if lane == 0 else f"{base}.{lane}"
 
 
 def ingest_topics(settings: Settings) -> dict[str, str]:
@@ -214,16 +216,16 @@ class IngestService:
         return uses
 
 
-def _producer_factory(conf: dict[str, str], app_id: str, ingest: Any) -> Callable[[], Any]:
+def _producer_factory(conf: dict[str, str], app_id: str, ingest: Any) -> Callable[[int], Any]:
     settings = {
         "linger.ms": ingest.linger_ms,
         "message.timeout.ms": ingest.ack_timeout_ms,
         "message.max.bytes": max(1_000_000, ingest.max_record_bytes + (64 << 10)),
         "retry.backoff.ms": 10,
     }
-    return lambda: new_transactional_producer(
+    return lambda lane: new_transactional_producer(
         conf,
-        transactional_id(app_id),
+        transactional_id(app_id, lane),
         ingest.ack_timeout_ms + _TRANSACTION_MARGIN_MS,
         defaults=JAVA_PLACEMENT,
         settings=settings,

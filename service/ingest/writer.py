@@ -1,9 +1,11 @@
 """Writes ingest requests to Kafka so that an acknowledged request is durable and written once.
 
-One thread owns one transactional producer (``acks=all``, idempotent, a fixed
-``transactional.id`` per app) and writes **groups**: every request waiting when the previous
-transaction ended goes into the next one, so a transaction's cost is shared by everything that
-arrived meanwhile. For each group:
+Requests wait in one queue. `LANES` lanes take from it, each a thread owning one transactional
+producer (``acks=all``, idempotent, a fixed ``transactional.id`` per app and lane), and each writes
+**groups**: every request waiting when the lane's previous transaction ended goes into its next
+one, so a transaction's cost is shared by everything that arrived meanwhile. Lanes overlap: a
+transaction of one id waits for the markers of that id's previous one to be written, and while
+they are another lane's transaction runs. For each group:
 
 1. begin a transaction;
 2. produce every record of every request, each with the header ``dstreams.idempotency-key``
@@ -26,8 +28,12 @@ topic is then read on from where it was last read, so a key whose transaction di
 before any request is taken again. Until then requests are answered *unavailable* at once.
 
 A request whose key is already remembered is answered *duplicate* without writing; one whose key
-is in a transaction right now, *in progress* (the client retries). A newer endpoint with the same
-``transactional.id`` fences this one: it stops, and the process exits.
+is in a transaction right now, *in progress* (the client retries). The keys of a transaction whose
+outcome is unknown stay *in progress* until its lane's new producer has settled it and the keys
+topic was read after that: meanwhile another lane must not write them again.
+
+A newer endpoint initialises every lane's ``transactional.id`` before it takes a request, which
+fences every producer of this one: this one stops at its next write, and the process exits.
 """
 
 from __future__ import annotations
@@ -50,6 +56,9 @@ from service.ingest.parsing import Record
 log = logging.getLogger(__name__)
 
 KEY_HEADER = "dstreams.idempotency-key"
+# Producers writing in turn (see the module docstring). A constant, not a setting: every endpoint
+# of an app must initialise the same ids for the newest to fence all of the older one's.
+LANES = 2
 # A group is one transaction; these bound how much one failure sends back to clients.
 MAX_GROUP_RECORDS = 50_000
 MAX_GROUP_BYTES = 64 << 20
@@ -158,69 +167,98 @@ class _Expired(Exception):
     """The group's deadline passed before its transaction could commit."""
 
 
-class IngestWriter:
-    """The producer thread; `submit` is safe from any thread. See the module docstring.
+@dataclass
+class _Intake:
+    """What the intake and the lanes share; `lock` guards all of it but the ledger (thread-safe)."""
 
-    `make_producer()` returns a new transactional producer (not yet initialised); `read_keys(n)`
-    adds the keys topic's committed records from offset `n` to the ledger and returns the next
-    offset. Both are parameters so that failure handling can be tested without a broker.
+    ledger: KeyLedger
+    ack_timeout_s: float
+    lock: threading.Condition = field(default_factory=threading.Condition)
+    queue: deque[_Pending] = field(default_factory=deque)
+    in_flight: set[str] = field(default_factory=set)
+    """The keys of requests queued or in a transaction, and of transactions whose outcome is
+    not known yet (see `_Lane.unsettled`)."""
+    stopping: bool = False
+    fenced: bool = False
+    keys_offset: int = 0
+    """Where the next read of the keys topic starts."""
+    lanes_running: int = 0
+    idle_lanes: int = 0
+    """Lanes waiting for a request: while one is, a request goes to it rather than into another
+    lane's open transaction."""
+
+
+class IngestWriter:
+    """The intake and the lanes; `submit` is safe from any thread. See the module docstring.
+
+    `make_producer(lane)` returns a new transactional producer for lane `lane` (not yet
+    initialised); `read_keys(n)` adds the keys topic's committed records from offset `n` to the
+    ledger and returns the next offset. Both are parameters so that failure handling can be
+    tested without a broker.
     """
 
     def __init__(
         self,
-        make_producer: Callable[[], Any],
+        make_producer: Callable[[int], Any],
         read_keys: Callable[[int], int],
         keys_topic: str,
         ledger: KeyLedger,
         ack_timeout_s: float,
         on_ready: Callable[[bool], None] = lambda ready: None,
+        lanes: int = LANES,
     ) -> None:
-        self._make_producer = make_producer
-        self._read_keys = read_keys
         self.keys_topic = keys_topic
         self.ledger = ledger
         self.ack_timeout_s = ack_timeout_s
         self._on_ready = on_ready
-        self._lock = threading.Condition()
-        self._queue: deque[_Pending] = deque()
-        self._in_flight: set[str] = set()
-        self._producer: Any = None
-        self._initialising: tuple[Any, bool] | None = None
-        """A producer being set up, and whether its init_transactions() has returned."""
-        self._keys_offset = 0
-        self._stopping = False
-        self.fenced = False
-        self._thread = threading.Thread(
-            target=self._run, name="dstreams-ingest-writer", daemon=True
-        )
+        self._intake = _Intake(ledger, ack_timeout_s)
+        self._lanes = [
+            _Lane(index, self._intake, make_producer, read_keys, keys_topic, self._lane_changed)
+            for index in range(lanes)
+        ]
 
     # --- the intake -------------------------------------------------------------------------
 
     @property
+    def fenced(self) -> bool:
+        return self._intake.fenced
+
+    @property
     def ready(self) -> bool:
-        """True while requests are taken (the producer is initialised, the keys are known);
-        never again once fenced."""
-        return self._producer is not None and not self._stopping and not self.fenced
+        """True while requests are taken: every lane has fenced the producers an older endpoint
+        left under its id (initialised once), one lane at least has a producer now, and the keys
+        were read after that; never again once fenced."""
+        intake = self._intake
+        return not intake.stopping and not intake.fenced and self._writing()
+
+    def _writing(self) -> bool:
+        lanes = self._lanes
+        return all(lane.fenced_older for lane in lanes) and any(lane.producing for lane in lanes)
 
     @property
     def healthy(self) -> bool:
-        """False once fenced or once the thread has ended (then only a restart helps)."""
-        return not self.fenced and (self._thread.is_alive() or self._stopping)
+        """False once fenced or once a lane's thread has ended (then only a restart helps)."""
+        if self._intake.fenced:
+            return False
+        return self._intake.stopping or all(lane.alive for lane in self._lanes)
 
     def start(self) -> None:
-        self._thread.start()
+        self._intake.lanes_running = len(self._lanes)
+        for lane in self._lanes:
+            lane.start()
 
     def submit(self, request: IngestRequest) -> Future[Answer]:
         """Queue `request`, or answer it at once when it is a duplicate or cannot be taken now."""
-        with self._lock:
+        intake = self._intake
+        with intake.lock:
             answer = self._immediate_answer(request)
             if answer is None:
                 future: Future[Answer] = Future()
                 now = time.monotonic()
-                self._queue.append(_Pending(request, future, now, now + self.ack_timeout_s))
+                intake.queue.append(_Pending(request, future, now, now + self.ack_timeout_s))
                 if request.key is not None:
-                    self._in_flight.add(request.key)
-                self._lock.notify()
+                    intake.in_flight.add(request.key)
+                intake.lock.notify()
                 return future
         done: Future[Answer] = Future()
         done.set_result(answer)
@@ -228,9 +266,9 @@ class IngestWriter:
 
     def _immediate_answer(self, request: IngestRequest) -> Answer | None:
         count = len(request.records)
-        if self._stopping:
+        if self._intake.stopping:
             return Answer("unavailable", count, "the endpoint is stopping")
-        if self._producer is None:
+        if not self._writing():
             return Answer("unavailable", count, "the endpoint is (re)connecting to Kafka")
         if request.key is None:
             return None
@@ -243,9 +281,10 @@ class IngestWriter:
                 )
                 return Answer("mismatch", count, detail)
             return Answer("duplicate", entry.records, "already written; nothing written again")
-        if request.key in self._in_flight:
+        in_flight = self._intake.in_flight
+        if request.key in in_flight:
             return Answer("in_progress", count, "a request with this key is being written now")
-        if self.ledger.full(len(self._in_flight)):
+        if self.ledger.full(len(in_flight)):
             # Never make room by forgetting a key: that would break its retry's promise.
             detail = (
                 f"{self.ledger.max_keys} idempotency keys are remembered already (the endpoint's "
@@ -257,22 +296,78 @@ class IngestWriter:
         return None
 
     def stop(self, timeout_s: float | None = None) -> None:
-        """Stop taking requests, write those already queued, and end the thread."""
-        with self._lock:
-            self._stopping = True
-            self._lock.notify()
+        """Stop taking requests, write those already queued, and end the lanes' threads."""
+        with self._intake.lock:
+            self._intake.stopping = True
+            self._intake.lock.notify_all()
+        deadline = time.monotonic() + (
+            timeout_s if timeout_s is not None else self.ack_timeout_s + 5
+        )
+        for lane in self._lanes:
+            lane.join(max(0.0, deadline - time.monotonic()))
+
+    def _lane_changed(self) -> None:
+        self._on_ready(self.ready)
+
+
+class _Lane:
+    """One transactional producer and the thread that writes its groups (module docstring)."""
+
+    def __init__(
+        self,
+        index: int,
+        intake: _Intake,
+        make_producer: Callable[[int], Any],
+        read_keys: Callable[[int], int],
+        keys_topic: str,
+        changed: Callable[[], None],
+    ) -> None:
+        self.index = index
+        self.intake = intake
+        self._make_producer = make_producer
+        self._read_keys = read_keys
+        self.keys_topic = keys_topic
+        self._changed = changed
+        self._producer: Any = None
+        self._initialising: tuple[Any, bool] | None = None
+        """A producer being set up, and whether its init_transactions() has returned."""
+        self.fenced_older = False
+        """Whether this lane's id has been initialised once: an older endpoint's producer of
+        that id can no longer commit."""
+        self.unsettled: set[str] = set()
+        """Keys of a transaction whose outcome is unknown: they stay in flight (a retry is
+        answered in progress) until a new producer has settled that transaction and the keys
+        topic has been read after it, so that no other lane writes them again meanwhile."""
+        self._thread = threading.Thread(
+            target=self._run, name=f"dstreams-ingest-writer-{index}", daemon=True
+        )
+
+    @property
+    def producing(self) -> bool:
+        return self._producer is not None
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def join(self, timeout_s: float) -> None:
         if self._thread.is_alive():
-            self._thread.join(timeout_s if timeout_s is not None else self.ack_timeout_s + 5)
+            self._thread.join(timeout_s)
 
     # --- the thread ---------------------------------------------------------------------------
 
     def _run(self) -> None:
         pause = _RECONNECT_PAUSE_S[0]
         while True:
-            with self._lock:
-                if self._stopping and not self._queue or self.fenced:
+            with self.intake.lock:
+                if self.intake.stopping and not self.intake.queue or self.intake.fenced:
                     break
-            if self._producer is None and not self._stopping:
+            if self._producer is None:
+                if self.intake.stopping:
+                    break  # the other lanes write what is queued
                 if self._connect():
                     pause = _RECONNECT_PAUSE_S[0]
                 else:
@@ -282,7 +377,11 @@ class IngestWriter:
             group = self._next_group()
             if group.pending:
                 self._write(group)
-        self._fail_queued("the endpoint stopped")
+        with self.intake.lock:
+            self.intake.lanes_running -= 1
+            last = self.intake.lanes_running == 0
+        if last:
+            self._fail_queued("the endpoint stopped")
         self._discard_producer()
         if self._initialising is not None:  # stopped while still setting one up
             _purge(self._initialising[0])
@@ -292,15 +391,23 @@ class IngestWriter:
         """An initialised producer and an up-to-date ledger; False if Kafka did not answer."""
         try:
             producer = self._initialised_producer()
-            self._keys_offset = self._read_keys(self._keys_offset)
+            self.fenced_older = True
+            offset = self._read_keys(self.intake.keys_offset)
         except Exception as error:  # the cluster is unavailable; tried again after a pause
-            log.warning("ingest producer not ready, retrying: %s", error)
+            log.warning("ingest producer %d not ready, retrying: %s", self.index, error)
             return False
         self._initialising = None
-        with self._lock:
+        with self.intake.lock:
+            self.intake.keys_offset = max(self.intake.keys_offset, offset)
             self._producer = producer
-        log.info("ingest producer ready; %d idempotency keys remembered", len(self.ledger))
-        self._on_ready(True)
+            self.intake.in_flight.difference_update(self.unsettled)
+            self.unsettled.clear()
+        log.info(
+            "ingest producer %d ready; %d idempotency keys remembered",
+            self.index,
+            len(self.intake.ledger),
+        )
+        self._changed()
         return True
 
     def _initialised_producer(self) -> Any:
@@ -310,7 +417,7 @@ class IngestWriter:
         instance, as librdkafka asks: a new instance beside it would race it for the epoch, and
         the first one to get it would be fenced by the other."""
         if self._initialising is None:
-            self._initialising = (self._make_producer(), False)
+            self._initialising = (self._make_producer(self.index), False)
         producer, initialised = self._initialising
         if not initialised:
             try:
@@ -326,22 +433,28 @@ class IngestWriter:
 
     def _next_group(self) -> _Group:
         group = _Group()
-        with self._lock:
-            if not self._queue:
-                self._lock.wait(_IDLE_WAIT_S)
+        with self.intake.lock:
+            if not self.intake.queue:
+                self.intake.idle_lanes += 1
+                self.intake.lock.wait(_IDLE_WAIT_S)
+                self.intake.idle_lanes -= 1
         self._take_queued(group)
         return group
 
-    def _take_queued(self, group: _Group) -> list[_Pending]:
+    def _take_queued(self, group: _Group, unless_a_lane_is_idle: bool = False) -> list[_Pending]:
         """Move waiting requests into `group`, within its limits; returns those moved."""
-        taken = []
-        with self._lock:
+        taken: list[_Pending] = []
+        with self.intake.lock:
+            if unless_a_lane_is_idle and self.intake.idle_lanes:
+                return taken
             while (
-                self._queue and group.records < MAX_GROUP_RECORDS and group.size < MAX_GROUP_BYTES
+                self.intake.queue
+                and group.records < MAX_GROUP_RECORDS
+                and group.size < MAX_GROUP_BYTES
             ):
-                if group.pending and (self._queue[0].alone or group.pending[0].alone):
+                if group.pending and (self.intake.queue[0].alone or group.pending[0].alone):
                     break
-                pending = self._queue.popleft()
+                pending = self.intake.queue.popleft()
                 group.pending.append(pending)
                 group.records += len(pending.request.records)
                 group.size += pending.request.size
@@ -399,11 +512,12 @@ class IngestWriter:
 
         The first acknowledgement waits for the broker to add the partitions to the transaction,
         which waits for the previous transaction's markers: most of a transaction's time here.
-        Requests arriving meanwhile cost it nothing, and would otherwise wait a whole round.
+        Requests arriving meanwhile cost it nothing, and would otherwise wait a whole round;
+        unless another lane is idle, which starts a transaction for them at once.
         """
         while not first_ack.is_set() and time.monotonic() < group.deadline:
             self._producer.poll(0.002)  # runs the delivery report that sets first_ack
-            late = self._take_queued(group)
+            late = self._take_queued(group, unless_a_lane_is_idle=True)
             if late:
                 self._produce_requests(late, entries, group.deadline)
 
@@ -466,11 +580,11 @@ class IngestWriter:
 
     def _acknowledge(self, group: _Group, entries: dict[str, KeyEntry]) -> None:
         now = time.monotonic()
-        with self._lock:
+        with self.intake.lock:
             for key, entry in entries.items():
-                self.ledger.add(key, entry)
+                self.intake.ledger.add(key, entry)
             for pending in group.pending:
-                self._in_flight.discard(pending.request.key or "")
+                self.intake.in_flight.discard(pending.request.key or "")
         for pending in group.pending:
             count = len(pending.request.records)
             pending.future.set_result(Answer("written", count, seconds=now - pending.submitted))
@@ -491,7 +605,7 @@ class IngestWriter:
             # record of this transaction into the next one. A new producer settles it.
             log.warning("ingest commit timed out; new producer: %s", failure)
         elif isinstance(error, KafkaError) and is_fenced(error):
-            self.fenced = True
+            self.intake.fenced = True
             log.critical("ingest producer fenced by a newer endpoint of this app: %s", cause)
             detail = "fenced by a newer ingest endpoint of this app"
         elif self._abort_cleanly():
@@ -501,20 +615,28 @@ class IngestWriter:
         else:
             log.warning("ingest transaction outcome unknown; new producer: %s", cause)
         if not keep:
-            # Not ready before anyone is answered: a retry must wait for the keys to be re-read.
+            # Before anyone is answered: this lane takes nothing more until the keys are re-read.
             self._discard_producer()
         refused = [p for p in group.pending if p.refusal is not None]
-        if refused and not self.fenced:
+        if refused and not self.intake.fenced:
             self._isolate(group, refused)
             return
         if keep and self._retry_alone(group):
             return
-        with self._lock:
-            for pending in group.pending:
-                self._in_flight.discard(pending.request.key or "")
+        self._release_keys(group, settled=keep or self.intake.fenced)
         for pending in group.pending:
             count = len(pending.request.records)
             pending.future.set_result(Answer("unavailable", count, detail))
+
+    def _release_keys(self, group: _Group, settled: bool) -> None:
+        """The group's keys leave the in-flight set now if nothing of it can commit any more,
+        else once this lane's next producer has settled its transaction (`unsettled`)."""
+        keys = [p.request.key for p in group.pending if p.request.key is not None]
+        with self.intake.lock:
+            if settled:
+                self.intake.in_flight.difference_update(keys)
+            else:
+                self.unsettled.update(keys)
 
     def _isolate(self, group: _Group, refused: list[_Pending]) -> None:
         """Kafka refused records of this group as too large or invalid. A request alone in its
@@ -522,17 +644,17 @@ class IngestWriter:
         one request per transaction, within the requests' own deadlines, to find which it was."""
         if len(group.pending) == 1:
             (pending,) = refused
-            with self._lock:
-                self._in_flight.discard(pending.request.key or "")
+            with self.intake.lock:
+                self.intake.in_flight.discard(pending.request.key or "")
             outcome, detail = _REFUSALS[pending.refusal or 0]
             pending.future.set_result(Answer(outcome, len(pending.request.records), detail))
             return
-        with self._lock:
+        with self.intake.lock:
             for pending in reversed(group.pending):
                 pending.acknowledged, pending.refusal, pending.alone = None, None, True
                 pending.second_chances = 2
-                self._queue.appendleft(pending)
-            self._lock.notify()
+                self.intake.queue.appendleft(pending)
+            self.intake.lock.notify()
 
     def _retry_alone(self, group: _Group) -> bool:
         """Write an isolated request again after a failure that was not its own (see
@@ -540,10 +662,10 @@ class IngestWriter:
         (pending, *others) = group.pending
         if others or pending.second_chances <= 0:
             return False
-        with self._lock:
+        with self.intake.lock:
             pending.acknowledged, pending.second_chances = None, pending.second_chances - 1
-            self._queue.appendleft(pending)
-            self._lock.notify()
+            self.intake.queue.appendleft(pending)
+            self.intake.lock.notify()
         return True
 
     def _abort_cleanly(self) -> bool:
@@ -551,24 +673,24 @@ class IngestWriter:
         from confluent_kafka import KafkaException
 
         try:
-            self._producer.abort_transaction(self.ack_timeout_s)
+            self._producer.abort_transaction(self.intake.ack_timeout_s)
         except KafkaException as exc:
             log.warning("aborting the ingest transaction failed: %s", _describe(exc.args[0]))
             return False
         return True
 
     def _discard_producer(self) -> None:
-        with self._lock:
+        with self.intake.lock:
             producer, self._producer = self._producer, None
         if producer is not None:
-            self._on_ready(False)
+            self._changed()
             _purge(producer)
 
     def _fail_queued(self, detail: str) -> None:
-        with self._lock:
-            queued = list(self._queue)
-            self._queue.clear()
-            self._in_flight.clear()
+        with self.intake.lock:
+            queued = list(self.intake.queue)
+            self.intake.queue.clear()
+            self.intake.in_flight.difference_update(p.request.key for p in queued if p.request.key)
         for pending in queued:
             pending.future.set_result(Answer("unavailable", len(pending.request.records), detail))
 

@@ -49,6 +49,7 @@ from service.dev.service_process import ServiceProcess
 from service.faults import CRASH_EXIT_CODE
 from service.journal.base import JournalState
 from tests.chaos.conftest import (
+    INPUT_PARTITIONS,
     ChaosApp,
     Feeder,
     chaos_seed,
@@ -141,7 +142,10 @@ def test_state_and_windows_survive_kills_at_every_point(
         kill_at_random(app, driver, rng)
     driver.start()
     feeder.finish()
-    app.wait_drained(driver)
+    # About three times the batches the input needs at the rate limit (240 s at least): the full
+    # size under `make soak` needs longer than the cut.
+    batches = cut.lines / (cut.rate_per_partition * INPUT_PARTITIONS)
+    app.wait_drained(driver, timeout_s=max(240.0, 3.0 * batches))
     wait_windows_closed(app, driver)
     app.stop(driver)
     print(f"{driver.starts} starts in {time.monotonic() - started:.0f}s")

@@ -41,8 +41,12 @@ class FakeProducer:
         # Delivery reports are served by poll() once this is set (the broker acknowledged).
         self.acknowledging = threading.Event()
         self.acknowledging.set()
+        # init_transactions() returns once this is set (the coordinator answered).
+        self.init_gate = threading.Event()
+        self.init_gate.set()
 
     def init_transactions(self, timeout: float) -> None:
+        assert self.init_gate.wait(10), "init_transactions held for too long"
         self.initialised = True
 
     def begin_transaction(self) -> None:
@@ -106,21 +110,33 @@ def kafka_error(code: int, **flags: bool) -> KafkaException:
 
 
 class Harness:
-    def __init__(self, ack_timeout_s: float = 2.0) -> None:
+    def __init__(self, ack_timeout_s: float = 2.0, lanes: int = 1) -> None:
         self.producers: list[FakeProducer] = []
+        self.lanes: list[int] = []
+        """The lane of each of `producers`."""
+        # Keys-topic reads return once this is set.
+        self.reads_open = threading.Event()
+        self.reads_open.set()
+        self.init_held: set[int] = set()
+        """Lanes whose next producer's init_transactions() waits for its `init_gate`."""
         self.key_reads: list[int] = []
         # What the keys topic holds beyond the ledger: (key, entry), found by the next read.
         self.committed_keys: list[tuple[str, KeyEntry]] = []
         self.ledger = KeyLedger(retention_ms=3_600_000)
         self.writer = IngestWriter(
-            self.make_producer, self.read_keys, KEYS_TOPIC, self.ledger, ack_timeout_s
+            self.make_producer, self.read_keys, KEYS_TOPIC, self.ledger, ack_timeout_s, lanes=lanes
         )
 
-    def make_producer(self) -> FakeProducer:
-        self.producers.append(FakeProducer())
-        return self.producers[-1]
+    def make_producer(self, lane: int) -> FakeProducer:
+        producer = FakeProducer()
+        if lane in self.init_held:
+            producer.init_gate.clear()
+        self.producers.append(producer)
+        self.lanes.append(lane)
+        return producer
 
     def read_keys(self, start: int) -> int:
+        assert self.reads_open.wait(10), "a keys read held for too long"
         self.key_reads.append(start)
         for key, entry in self.committed_keys:
             self.ledger.add(key, entry)
@@ -305,3 +321,84 @@ def test_past_the_keys_bound_a_new_key_is_429_and_no_key_is_forgotten() -> None:
         assert harness.send(None, [b"c"]).outcome == "written"  # keyless requests go on
     finally:
         harness.writer.stop(5)
+
+
+# --- two lanes ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def two_lanes() -> Iterator[Harness]:
+    h = Harness(ack_timeout_s=0.5, lanes=2)
+    h.writer.start()
+    h.wait_ready()
+    yield h
+    h.writer.stop(5)
+
+
+def request(key: str, value: bytes) -> IngestRequest:
+    return IngestRequest("lines", "t", [Record(None, value)], key, "fp")
+
+
+def test_not_ready_until_every_lane_has_fenced_its_id() -> None:
+    """A lane's first init_transactions() fences an older endpoint's producer of its id; until
+    every lane's has returned, that producer could still commit keys this one does not know."""
+    harness = Harness(lanes=2)
+    harness.init_held = {1}
+    harness.writer.start()
+    try:
+        time.sleep(0.3)
+        assert not harness.writer.ready
+        assert harness.send("k1", [b"a"]).outcome == "unavailable"
+        (held,) = [p for p, lane in zip(harness.producers, harness.lanes, strict=True) if lane]
+        held.init_gate.set()
+        harness.wait_ready()
+        assert harness.send("k1", [b"a"]).outcome == "written"
+    finally:
+        harness.writer.stop(5)
+
+
+def test_a_request_goes_to_an_idle_lane_not_into_a_waiting_transaction(
+    two_lanes: Harness,
+) -> None:
+    for producer in two_lanes.producers:
+        producer.acknowledging.clear()  # no acknowledgement from the broker yet
+    first = two_lanes.writer.submit(request("k1", b"a"))
+    time.sleep(0.1)
+    (waiting,) = [p for p in two_lanes.producers if p.open is not None]
+    (idle,) = [p for p in two_lanes.producers if p is not waiting]
+    idle.acknowledging.set()
+    second = two_lanes.writer.submit(request("k2", b"b"))
+    assert second.result(5).outcome == "written"
+    assert not first.done(), "the first request's transaction is still waiting"
+    assert [v for t, _, v, _ in idle.committed if t == "t"] == [b"b"]
+    waiting.acknowledging.set()
+    assert first.result(5).outcome == "written"
+    assert [v for t, _, v, _ in waiting.committed if t == "t"] == [b"a"]
+
+
+def test_a_key_of_an_unknown_outcome_stays_in_progress_while_another_lane_writes(
+    two_lanes: Harness,
+) -> None:
+    """The commit of k1 times out on one lane. Until that lane's new producer has settled the
+    transaction and the keys were read again, the other lane must not write k1 again."""
+    for producer in two_lanes.producers:
+        producer.commit_errors = [kafka_error(KafkaError._TIMED_OUT, retriable=True)] * 1000
+        producer.abort_error = kafka_error(KafkaError._STATE)
+    two_lanes.reads_open.clear()  # the failed lane's new producer cannot read the keys yet
+    # In truth the transaction did commit: the keys topic holds k1 once it is read again.
+    two_lanes.committed_keys.append(("k1", KeyEntry("lines", "fp", 1, int(time.time() * 1000))))
+    assert two_lanes.writer.submit(request("k1", b"a")).result(5).outcome == "unavailable"
+
+    (survivor,) = [p for p in two_lanes.producers[:2] if p.open is None]
+    survivor.commit_errors = []
+    assert two_lanes.writer.ready, "one lane still writes"
+    assert two_lanes.writer.submit(request("k2", b"b")).result(5).outcome == "written"
+    assert two_lanes.writer.submit(request("k1", b"a")).result(5).outcome == "in_progress"
+
+    two_lanes.reads_open.set()
+    deadline = time.monotonic() + 5
+    while (retry := two_lanes.writer.submit(request("k1", b"a")).result(5)).outcome != "duplicate":
+        assert retry.outcome == "in_progress", retry
+        assert time.monotonic() < deadline, "k1 stayed in progress after the keys were read"
+        time.sleep(0.05)
+    assert all(v != b"a" for p in two_lanes.producers for t, _, v, _ in p.committed if t == "t")
