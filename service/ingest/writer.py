@@ -29,8 +29,9 @@ before any request is taken again. Until then requests are answered *unavailable
 
 A request whose key is already remembered is answered *duplicate* without writing; one whose key
 is in a transaction right now, *in progress* (the client retries). The keys of a transaction whose
-outcome is unknown stay *in progress* until its lane's new producer has settled it and the keys
-topic was read after that: meanwhile another lane must not write them again.
+outcome is unknown are answered *unavailable* until its lane's new producer has settled it and the
+keys topic was read after that (which needs Kafka back): meanwhile another lane must not write
+them again.
 
 A newer endpoint initialises every lane's ``transactional.id`` before it takes a request, which
 fences every producer of this one: this one stops at its next write, and the process exits.
@@ -281,6 +282,9 @@ class IngestWriter:
                 )
                 return Answer("mismatch", count, detail)
             return Answer("duplicate", entry.records, "already written; nothing written again")
+        if any(request.key in lane.unsettled for lane in self._lanes):
+            detail = "the outcome of this key's last write is being settled with Kafka; retry"
+            return Answer("unavailable", count, detail)
         in_flight = self._intake.in_flight
         if request.key in in_flight:
             return Answer("in_progress", count, "a request with this key is being written now")
@@ -336,7 +340,7 @@ class _Lane:
         that id can no longer commit."""
         self.unsettled: set[str] = set()
         """Keys of a transaction whose outcome is unknown: they stay in flight (a retry is
-        answered in progress) until a new producer has settled that transaction and the keys
+        answered unavailable) until a new producer has settled that transaction and the keys
         topic has been read after it, so that no other lane writes them again meanwhile."""
         self._thread = threading.Thread(
             target=self._run, name=f"dstreams-ingest-writer-{index}", daemon=True

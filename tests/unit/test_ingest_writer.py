@@ -376,7 +376,7 @@ def test_a_request_goes_to_an_idle_lane_not_into_a_waiting_transaction(
     assert [v for t, _, v, _ in waiting.committed if t == "t"] == [b"a"]
 
 
-def test_a_key_of_an_unknown_outcome_stays_in_progress_while_another_lane_writes(
+def test_a_key_of_an_unknown_outcome_is_unavailable_while_another_lane_writes(
     two_lanes: Harness,
 ) -> None:
     """The commit of k1 times out on one lane. Until that lane's new producer has settled the
@@ -393,12 +393,13 @@ def test_a_key_of_an_unknown_outcome_stays_in_progress_while_another_lane_writes
     survivor.commit_errors = []
     assert two_lanes.writer.ready, "one lane still writes"
     assert two_lanes.writer.submit(request("k2", b"b")).result(5).outcome == "written"
-    assert two_lanes.writer.submit(request("k1", b"a")).result(5).outcome == "in_progress"
+    retry = two_lanes.writer.submit(request("k1", b"a")).result(5)
+    assert retry.outcome == "unavailable" and "being settled" in retry.detail
 
     two_lanes.reads_open.set()
     deadline = time.monotonic() + 5
     while (retry := two_lanes.writer.submit(request("k1", b"a")).result(5)).outcome != "duplicate":
-        assert retry.outcome == "in_progress", retry
-        assert time.monotonic() < deadline, "k1 stayed in progress after the keys were read"
+        assert retry.outcome == "unavailable", retry
+        assert time.monotonic() < deadline, "k1 stayed unsettled after the keys were read"
         time.sleep(0.05)
     assert all(v != b"a" for p in two_lanes.producers for t, _, v, _ in p.committed if t == "t")
