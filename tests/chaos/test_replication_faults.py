@@ -43,6 +43,11 @@ RECORDS = 50_000
 BATCH = 500
 # Between requests while the faults happen, so they all land while the client is sending.
 PACE_S = 0.4
+ACK_TIMEOUT_S = 5.0
+# Two brokers stay down longer than a request can wait for its answer: the acknowledgement
+# timeout, then an abort bounded by the same timeout. So however a request in flight at the kill
+# ends, the client sends again while they are down.
+TWO_DOWN_S = 2 * ACK_TIMEOUT_S + 5
 SOURCE = "events"
 TABLE = "ingested"
 
@@ -116,7 +121,7 @@ def ingest_config(app: ChaosApp) -> dict[str, Any]:
             }
         },
         # Short, so that requests refused with two brokers down are answered within seconds.
-        "ingest": {"ack_timeout_ms": 5000},
+        "ingest": {"ack_timeout_ms": int(ACK_TIMEOUT_S * 1000)},
     }
 
 
@@ -188,7 +193,7 @@ def test_ingested_records_reach_postgres_exactly_once_through_every_fault(
         cluster.kill_broker(1)
         down_at = time.monotonic()
         step("broker 1 killed: two of three down")
-        time.sleep(10)  # longer than ingest.ack_timeout_ms: a request in flight is refused
+        time.sleep(TWO_DOWN_S)
         up_at = time.monotonic()
     finally:
         cluster.restart_broker(1)
