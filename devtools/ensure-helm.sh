@@ -26,8 +26,12 @@ cd "$(dirname "$0")/.."
 mkdir -p "$BIN"
 
 # A pin bump is noticed from the module version in each binary's build info, and rebuilds.
+# The build info is read whole before grep: `go ... | grep -q` under pipefail fails whenever grep
+# stops reading at its match before go has written the rest (SIGPIPE), and would rebuild.
 built() { # binary, module, version
-  [ -x "$BIN/$1" ] && go version -m "$BIN/$1" 2>/dev/null | grep -qE "^[[:space:]]+mod[[:space:]]+$2[[:space:]]+$3([[:space:]]|$)"
+  local info
+  [ -x "$BIN/$1" ] && info="$(go version -m "$BIN/$1" 2>/dev/null)" \
+    && grep -qE "^[[:space:]]+mod[[:space:]]+$2[[:space:]]+$3([[:space:]]|$)" <<<"$info"
 }
 
 build() { # package@version [ldflags]

@@ -242,6 +242,22 @@ class LocalSparkCluster(StartedOnEnter):
                 self._fail(self.master, f"counted fewer than {count} alive workers")
             time.sleep(0.5)
 
+    def wait_idle(self, timeout_s: float = START_TIMEOUT_S) -> None:
+        """Until the master runs no application and every worker's cores are free.
+
+        A driver that exited (or was killed) keeps its executors until the master has noticed and
+        the workers have torn them down; the next application would wait for cores meanwhile."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            state = self.master_state()
+            apps = [app.get("id") for app in state.get("activeapps", [])]
+            busy = [w.get("host") for w in state.get("workers", []) if w.get("coresused", 0)]
+            if not apps and not busy:
+                return
+            if time.monotonic() > deadline:
+                self._fail(self.master, f"still running {apps} on {busy} after {timeout_s:.0f}s")
+            time.sleep(0.5)
+
     # --- commands -----------------------------------------------------------------------------
 
     def _master_command(self) -> list[str]:

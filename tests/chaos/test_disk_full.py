@@ -15,6 +15,7 @@ one line naming the path, then a restart after space is freed is exact in every 
 
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 from collections.abc import Iterator
@@ -34,7 +35,10 @@ from sinks.base import BatchKey
 from sinks.files import FileSink
 from tests.chaos.conftest import ChaosApp, Feeder, chaos_seed, log_text, make_lines, word_totals
 
-VOLUME_BYTES = 2 << 20
+# Room for a few batches of the service's journal, files and checkpoints (tmpfs gives every file
+# at least a page), so that only the filler fills it.
+VOLUME_BYTES = 8 << 20
+FILLER = "filler"
 RETRIES = 4  # as many attempts as a Spark task gets in the chaos app (local[2,4])
 
 
@@ -47,6 +51,8 @@ def volume(tmp_path: Path) -> Iterator[Path]:
     mount.mkdir()
     options = f"size={VOLUME_BYTES},mode=0777"
     subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(mount)], check=True)  # noqa: S607 - mount(8) from PATH
+    # Created while there is room: a full tmpfs may refuse even an empty new file.
+    (mount / FILLER).touch()
     try:
         yield mount
     finally:
@@ -55,15 +61,16 @@ def volume(tmp_path: Path) -> Iterator[Path]:
 
 def fill(volume: Path, leave: int = 0) -> Path:
     """A filler file taking all of `volume`'s free space but about `leave` bytes."""
-    filler = volume / "filler"
+    filler = volume / FILLER
     stat = os.statvfs(volume)
     free = stat.f_bavail * stat.f_frsize
-    with filler.open("wb") as out:
-        try:
+    try:
+        with filler.open("r+b") as out:
             out.write(b"\0" * max(0, free - leave))
-            out.flush()
-        except OSError:
-            pass  # full: what it wanted
+    except OSError as error:
+        if error.errno != errno.ENOSPC:
+            raise
+        # Full, as wanted: the volume had less room left than statvfs said a moment before.
     return filler
 
 
@@ -91,7 +98,7 @@ def test_a_full_journal_volume_stops_the_append_and_keeps_the_journal_whole(
     assert str(path) in str(raised.value) and "journal record" in str(raised.value)
     assert appended, "the volume filled before a single append"
 
-    (volume / "filler").unlink()
+    (volume / FILLER).unlink()
     reopened = FileJournal(path)
     epoch2 = reopened.open()
     state = JournalState.from_records(reopened.read())
@@ -113,7 +120,7 @@ def test_a_full_files_sink_volume_leaves_no_temporary_file_and_recovers(volume: 
     assert temporary_files(volume) == []
     assert not sink.part_path(key).exists()
 
-    (volume / "filler").unlink()
+    (volume / FILLER).unlink()
     assert sink.write(key, rows).rows == len(rows)
     sink.commit("app", "out", 1000, 1)
     assert sorted(tuple(r) for r in sink.read_batch("out", 1000)) == rows
@@ -131,7 +138,7 @@ def test_a_full_checkpoint_volume_leaves_no_partial_partition(volume: Path) -> N
     assert temporary_files(volume) == []
     assert not (folder / part_name(0)).exists()
 
-    (volume / "filler").unlink()
+    (volume / FILLER).unlink()
     written = list(write_partition(files, "1000/state", "pairs", 0, iter(rows)))
     ((index, records, _size, _sha),) = written
     assert (index, records) == (0, len(rows))

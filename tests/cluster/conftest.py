@@ -28,6 +28,8 @@ from tests.chaos.conftest import (  # noqa: F401 - fixtures shared with the chao
 EXECUTOR_MEMORY = "512m"
 # Executors start in 5-20 s on a busy 2-core machine, Spark's own start in 5-20 s more.
 CLUSTER_START_TIMEOUT_S = 180.0
+# A first batch completes once Spark is up and has executors, then a batch's work more.
+FIRST_BATCH_TIMEOUT_S = CLUSTER_START_TIMEOUT_S + 60.0
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +38,14 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSpa
     workdir = tmp_path_factory.mktemp("spark-cluster")
     with LocalSparkCluster(workers=2, cores=1, memory="1g", workdir=workdir) as cluster:
         yield cluster
+
+
+@pytest.fixture(autouse=True)
+def idle_cluster(request: pytest.FixtureRequest) -> None:
+    """Every cluster test starts on idle workers: the last test's executors are gone, so a new
+    driver's executors start at once instead of waiting for cores."""
+    if "spark_cluster" in request.fixturenames:
+        request.getfixturevalue("spark_cluster").wait_idle()
 
 
 def cluster_settings(cluster: LocalSparkCluster, **conf: str) -> dict[str, Any]:

@@ -33,7 +33,12 @@ from tests.chaos.stateful_checks import (
     stateful_config,
     verify_totals,
 )
-from tests.cluster.conftest import cluster_driver, cluster_settings, spark_log_lines
+from tests.cluster.conftest import (
+    FIRST_BATCH_TIMEOUT_S,
+    cluster_driver,
+    cluster_settings,
+    spark_log_lines,
+)
 from tests.soak import soak_only
 
 LINES = 8_000
@@ -118,7 +123,7 @@ def test_an_executor_jvm_killed_mid_batch_costs_a_task_rerun_not_a_record(
     driver = cluster_driver(app, spark_cluster)
 
     driver.start()
-    app.wait_completed(driver)
+    app.wait_completed(driver, timeout_s=FIRST_BATCH_TIMEOUT_S)
     (executor,) = spark_cluster.executor_pids(0)
     os.kill(executor, signal.SIGKILL)
     wait_until(lambda: not alive(executor), 30, f"executor {executor} to die")
@@ -146,12 +151,12 @@ def test_a_new_driver_takes_over_the_running_totals_after_the_driver_is_killed(
     driver = app.service("stateful", spark=cluster_settings(spark_cluster), **stateful_config(app))
 
     driver.start()
-    app.wait_completed(driver, CHECKPOINT_EVERY + 1)
+    app.wait_completed(driver, CHECKPOINT_EVERY + 1, FIRST_BATCH_TIMEOUT_S)
     assert driver.kill() == -9
     driver.start()
     app.wait_drained(driver)
     # Windows keep sliding over the drained input until enough boundaries were written.
-    app.wait_completed(driver, WINDOW_BATCHES)
+    app.wait_completed(driver, WINDOW_BATCHES, FIRST_BATCH_TIMEOUT_S)
     app.stop(driver)
 
     state = app.journal_state()
@@ -213,7 +218,7 @@ def test_the_job_goes_on_with_one_worker_after_the_other_is_killed(
     driver = cluster_driver(app, spark_cluster)
 
     driver.start()
-    app.wait_completed(driver)
+    app.wait_completed(driver, timeout_s=FIRST_BATCH_TIMEOUT_S)
     executors = spark_cluster.executor_pids(1)
     try:
         spark_cluster.kill_worker(1)

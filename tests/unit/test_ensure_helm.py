@@ -23,10 +23,17 @@ PINNED = "v9.9.9"  # the stubs' answer for every pin, so no rebuild is ever want
 KUBE_VERSION = "1.34.0"
 
 GO_STUB = f"""#!/bin/sh
-# `go version -m BINARY`: build info naming both pinned modules; `go install` must not happen.
+# `go version -m BINARY`: build info naming both pinned modules, then (as a real binary's has)
+# more lines than a pipe holds, which a reader that stops at its match never takes.
+# `go install` must not happen.
 if [ "$1" = version ]; then
   printf '\\tmod\\thelm.sh/helm/v3\\t{PINNED}\\th1:x=\\n'
   printf '\\tmod\\tgithub.com/yannh/kubeconform\\t{PINNED}\\th1:x=\\n'
+  i=0
+  while [ $i -lt 1500 ]; do
+    printf '\\tdep\\texample.com/dependency/number/%05d\\tv1.0.0\\th1:x=\\n' $i
+    i=$((i + 1))
+  done
   exit 0
 fi
 echo "go stub: nothing is built in this test: $*" >&2
