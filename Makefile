@@ -6,17 +6,6 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.stamp-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 PACKAGES := service connectors sinks
 PYTEST_ARGS ?=
-# The Kafka tests that run a second time, on the Testcontainers broker, in `make test`: the
-# transactions, the exactly-once sinks, and the service on the Kafka journal, over HTTP and
-# under SIGTERM.
-CONTAINER_KAFKA_TESTS ?= tests/kafka/test_transactions.py tests/kafka/test_kafka_sink.py \
-	tests/kafka/test_kafka_journal_service.py tests/kafka/test_service_http.py \
-	tests/kafka/test_graceful_stop.py
-# The container tier: a Docker engine (started when none answers, see service/dev/docker_engine.py),
-# the local Kafka image under Testcontainers, and the dstreams image run as the Helm chart runs it.
-TEST_CONTAINERS := DSTREAMS_KAFKA_BACKEND=testcontainers $(PY) -m pytest tests/containers \
-	$(CONTAINER_KAFKA_TESTS)
-
 .PHONY: venv class-archive sysdeps lint format typecheck test test-fast test-containers image demo bench \
 	bench-recovery bench-state soak clean
 
@@ -53,10 +42,11 @@ typecheck: venv
 
 test: lint typecheck sysdeps class-archive
 	$(PY) devtools/test_streams.py --durations=25 $(PYTEST_ARGS)
-	$(TEST_CONTAINERS) $(PYTEST_ARGS)
 
+# The container tier alone: a Docker engine, the local Kafka image under Testcontainers, the
+# dstreams image run as the Helm chart runs it (see devtools/test_streams.py).
 test-containers: venv sysdeps class-archive
-	$(TEST_CONTAINERS) $(PYTEST_ARGS)
+	DSTREAMS_TEST_STREAMS=containers $(PY) devtools/test_streams.py $(PYTEST_ARGS)
 
 # The dstreams image (and the local base it stands on), built only when its content changed.
 # DSTREAMS_IMAGE_BASES=public builds from python:3.11-slim-bookworm where it can be pulled.
