@@ -18,14 +18,15 @@ they are another lane's transaction runs. For each group:
 When Kafka refuses records as too large for the topic or invalid (`_REFUSALS`), the group's
 requests are written again one per transaction (a refused batch may hold several requests'
 records): the one refused alone is answered *too large* or *invalid* (413/422), the others are
-written. Any other failure answers every request of the group *unavailable* (HTTP 503) and
-nothing of it is visible to ``read_committed`` readers such as the driver. When the transaction
-was cleanly aborted the producer carries on. When the outcome is unknown (a commit that timed
-out, which is never aborted and retried with the same producer since librdkafka lacks KIP-890's
-hardening; an abort that failed; a fatal error) the producer is discarded and a new one is made: its
-``init_transactions()`` settles the old transaction (completing or aborting it), and the keys
-topic is then read on from where it was last read, so a key whose transaction did commit is known
-before any request is taken again. Until then requests are answered *unavailable* at once.
+written. The lane's producer is replaced after a refusal (it owes an epoch bump, which would fail
+its next transaction). Any other failure answers every request of the group *unavailable* (HTTP
+503) and nothing of it is visible to ``read_committed`` readers such as the driver. When the
+transaction was cleanly aborted the producer carries on. When the outcome is unknown (a commit that
+timed out, which is never aborted and retried with the same producer since librdkafka lacks
+KIP-890's hardening; an abort that failed; a fatal error) the producer is discarded and a new one
+is made: its ``init_transactions()`` settles the old transaction (completing or aborting it), and
+the keys topic is then read on from where it was last read, so a key whose transaction did commit
+is known before any request is taken again. Until then requests are answered *unavailable* at once.
 
 A request whose key is already remembered is answered *duplicate* without writing; one whose key
 is in a transaction right now, *in progress* (the client retries). The keys of a transaction whose
@@ -142,8 +143,8 @@ class _Pending:
     """Written in a transaction of its own: its group failed for what one request held, and
     Kafka refuses whole batches, which mix requests, so only alone is the culprit certain."""
     second_chances: int = 0
-    """Transactions it may still fail for another reason and be written again: after a refused
-    batch the idempotent producer bumps its epoch, failing the next transaction once."""
+    """Transactions it may still fail for another reason and be written again (a lane's
+    producer is replaced after a refusal, but another lane's may fail it meanwhile)."""
 
     def report(self, error: Any, message: Any) -> None:
         """A delivery report of one of its records (on the writer thread)."""
@@ -618,10 +619,15 @@ class _Lane:
             self._producer.poll(0)  # the aborted records' delivery reports: who was refused
         else:
             log.warning("ingest transaction outcome unknown; new producer: %s", cause)
+        refused = [p for p in group.pending if p.refusal is not None]
+        if refused:
+            # A refused batch leaves the idempotent producer owing an epoch bump, which librdkafka
+            # takes by failing this lane's next transaction, whatever it holds (requests of
+            # several clients, answered 503). A new producer gets its new epoch at init instead.
+            keep = False
         if not keep:
             # Before anyone is answered: this lane takes nothing more until the keys are re-read.
             self._discard_producer()
-        refused = [p for p in group.pending if p.refusal is not None]
         if refused and not self.intake.fenced:
             self._isolate(group, refused)
             return

@@ -37,6 +37,9 @@ class FakeProducer:
         self.reports: list[Callable[[Any, Any], None]] = []
         # Values the "broker" refuses with this error code (reported, then the commit fails).
         self.refused_values: dict[bytes, int] = {}
+        # After a refused batch librdkafka bumps the idempotent epoch by failing the next
+        # transaction, whatever it holds.
+        self.owes_epoch_bump = False
         self.all_reports: list[tuple[bytes, Callable[[Any, Any], None]]] = []
         # Delivery reports are served by poll() once this is set (the broker acknowledged).
         self.acknowledging = threading.Event()
@@ -74,8 +77,12 @@ class FakeProducer:
         for value, report in refused:  # a commit flushes: every delivery report runs
             report(KafkaError(self.refused_values[value], "scripted"), None)
         if refused:
+            self.owes_epoch_bump = True
             code = self.refused_values[refused[0][0]]
             raise kafka_error(code, txn_requires_abort=True)
+        if self.owes_epoch_bump:
+            self.owes_epoch_bump = False
+            raise kafka_error(KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER, txn_requires_abort=True)
         if self.commit_errors:
             raise self.commit_errors.pop(0)
         self.committed += self.open
@@ -118,6 +125,8 @@ class Harness:
         self.reads_open = threading.Event()
         self.reads_open.set()
         self.init_held: set[int] = set()
+        # Values the "broker" refuses, with the error code, whichever producer writes them.
+        self.refused_values: dict[bytes, int] = {}
         """Lanes whose next producer's init_transactions() waits for its `init_gate`."""
         self.key_reads: list[int] = []
         # What the keys topic holds beyond the ledger: (key, entry), found by the next read.
@@ -129,6 +138,7 @@ class Harness:
 
     def make_producer(self, lane: int) -> FakeProducer:
         producer = FakeProducer()
+        producer.refused_values = self.refused_values
         if lane in self.init_held:
             producer.init_gate.clear()
         self.producers.append(producer)
@@ -293,7 +303,7 @@ def test_a_request_kafka_refuses_is_found_alone_and_the_rest_of_its_group_is_wri
 ) -> None:
     producer = harness.producers[0]
     producer.acknowledging.clear()  # hold the first transaction open so that all three join it
-    producer.refused_values = {b"huge": code}
+    harness.refused_values[b"huge"] = code
     futures = [
         harness.writer.submit(IngestRequest("lines", "t", [Record(None, v)], k, "f"))
         for v, k in ((b"a", "k1"), (b"huge", "k2"), (b"b", "k3"))
@@ -302,10 +312,31 @@ def test_a_request_kafka_refuses_is_found_alone_and_the_rest_of_its_group_is_wri
     producer.acknowledging.set()
     answers = [f.result(10).outcome for f in futures]
     assert answers == ["written", outcome, "written"]
-    assert sorted(v for t, _, v, _ in producer.committed if t == "t") == [b"a", b"b"]
+    committed = [v for p in harness.producers for t, _, v, _ in p.committed if t == "t"]
+    assert sorted(committed) == [b"a", b"b"]
     assert harness.ledger.get("k2") is None and harness.ledger.get("k3") is not None
-    # The group's abort, then each request alone: only the culprit's transaction aborts again.
-    assert producer.aborted == 2 and producer.transactions == 2 and len(harness.producers) == 1
+    # The group's abort, then each request alone: only the culprit's transaction aborts again,
+    # and after each refusal the next transaction has a new producer (no epoch bump owed).
+    assert [p.aborted for p in harness.producers] == [1, 1, 0]
+    assert sum(p.transactions for p in harness.producers) == 2
+
+
+def test_after_a_refusal_the_next_group_of_several_requests_is_written(harness: Harness) -> None:
+    harness.refused_values[b"huge"] = KafkaError.MSG_SIZE_TOO_LARGE
+    refused = harness.send("k1", [b"huge"])
+    assert refused.outcome == "too_large"
+    harness.wait_ready()
+    assert len(harness.producers) == 2  # the refusal's producer owed an epoch bump: replaced
+    producer = harness.producers[1]
+    producer.acknowledging.clear()  # hold the transaction open so that both requests join it
+    futures = [
+        harness.writer.submit(IngestRequest("lines", "t", [Record(None, v)], k, "f"))
+        for v, k in ((b"a", "k2"), (b"b", "k3"))
+    ]
+    time.sleep(0.1)
+    producer.acknowledging.set()
+    assert [f.result(10).outcome for f in futures] == ["written", "written"]
+    assert sorted(v for t, _, v, _ in producer.committed if t == "t") == [b"a", b"b"]
 
 
 def test_past_the_keys_bound_a_new_key_is_429_and_no_key_is_forgotten() -> None:
