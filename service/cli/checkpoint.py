@@ -17,7 +17,12 @@ import click
 
 from service.cli.journal import JournalSource, _read, _source_options
 from service.config.runtime import CheckpointSettings
-from service.graph.checkpoint_store import CheckpointError, CheckpointStore
+from service.graph.checkpoint_store import (
+    CheckpointError,
+    CheckpointStore,
+    PieceManifest,
+    read_partition,
+)
 from service.journal.base import Journal, JournalState
 from service.journal.records import CheckpointRecord
 
@@ -59,14 +64,21 @@ def checkpoint() -> None:
     Examples:
       dstreams checkpoint show --config config/wordcount.yaml
       dstreams checkpoint show --path state/checkpoints --file state/journal
+      dstreams checkpoint show --config config/wordcount.yaml --key spark
       dstreams checkpoint verify --path state/checkpoints --file state/journal
     """
 
 
 @checkpoint.command()
 @_store_options
-def show(source: JournalSource, store: CheckpointStore) -> None:
-    """Each checkpoint: batch time, pieces, records and bytes, and whether the journal uses it."""
+@click.option(
+    "--key",
+    help="also print this key's state in each keyed piece (matched by str() or repr() of the "
+    "stored key; every part is read)",
+)
+def show(source: JournalSource, store: CheckpointStore, key: str | None) -> None:
+    """Each checkpoint: batch time, pieces, records and bytes, and whether the journal uses it;
+    with --key, the key's value in each keyed piece as of that checkpoint's batch."""
     root = store.location
     journaled = _retained(source.journal)
     times = sorted(set(store.batch_times()) | {r.batch_time for r in journaled})
@@ -83,8 +95,26 @@ def show(source: JournalSource, store: CheckpointStore) -> None:
                     f"  {name}: {manifest.partitions} partitions, "
                     f"{manifest.total_records} records, {manifest.total_bytes} bytes"
                 )
+                if key is not None and manifest.fmt != "rows":
+                    click.echo(f"    {_key_state(store, ref, manifest, key)}")
             except CheckpointError as error:
                 click.echo(f"  {name}: {error}")
+
+
+def _key_state(store: CheckpointStore, ref: str, manifest: PieceManifest, wanted: str) -> str:
+    """`key K = V` for each stored key whose str() or repr() is `wanted` (with the batch time of
+    its last value, for state), or that there is none."""
+    numbers = [(index, None) for index in range(manifest.partitions)]
+    read = read_partition(store.files, ref, manifest.fmt, numbers, manifest.version)
+    found = []
+    for key, value in read:
+        if wanted in (str(key), repr(key)):
+            if manifest.fmt == "state":
+                _kind, state, touched = value
+                found.append(f"key {key!r} = {state!r} (last value in batch {touched})")
+            else:
+                found.append(f"key {key!r} = {value!r}")
+    return "; ".join(found) if found else f"no key {wanted!r}"
 
 
 @checkpoint.command()

@@ -308,10 +308,17 @@ class DStream:
         update_fn: Callable[[list[Any], Any], Any],
         num_partitions: int | None = None,
         initial: Iterable[tuple[Any, Any]] | None = None,
+        ttl_ms: int | None = None,
     ) -> StateView:
         """`update_fn(new_values, state) -> state | None` per key, every batch (None removes).
-        The stream is every `(key, state)`, every batch."""
-        state = updated_state(self.ctx, self, update_fn, self._partitions(num_partitions), initial)
+        The stream is every `(key, state)`, every batch. With `ttl_ms`, a key that received no
+        value for that long in batch time (never the wall clock, so a replay drops the same
+        keys) is removed without a call to `update_fn`."""
+        if ttl_ms is not None and ttl_ms <= 0:
+            msg = f"update_state_by_key: ttl_ms must be positive or None, got {ttl_ms}"
+            raise ValueError(msg)
+        partitions = self._partitions(num_partitions)
+        state = updated_state(self.ctx, self, update_fn, partitions, initial, ttl_ms)
         return StateView(StatefulDStream(self, state), "state_pairs", state_functions.state_pairs)
 
     def map_with_state(self, spec: StateSpec) -> StateView:

@@ -164,11 +164,16 @@ def updated_state(
     update_fn: fn.UpdateFunction,
     partitions: int,
     initial: Iterable[tuple[Any, Any]] | None,
+    ttl_ms: int | None = None,
 ) -> KeyedState:
     """`update_state_by_key`'s state: `update_fn(new_values, state) -> state | None` for every
-    key with new values or state, every batch; None removes the key."""
-    merge = partial(fn.update_state_partition, update_fn)
-    return KeyedState(ctx, parent, "update_state_by_key", merge, partitions, initial)
+    key with new values or state, every batch; None removes the key, and so does `ttl_ms` of
+    batch time without a value."""
+    merge = partial(fn.update_state_partition, update_fn, ttl_ms)
+    state = KeyedState(ctx, parent, "update_state_by_key", merge, partitions, initial)
+    if ttl_ms is not None:
+        state.params["ttl_ms"] = ttl_ms
+    return state
 
 
 def mapped_state(

@@ -191,17 +191,22 @@ def ordered_values(tagged: list[tuple[int, int, Any]] | None) -> list[Any]:
 
 
 def update_state_partition(
-    update: UpdateFunction, batch_time: int, rows: Iterable[Any]
+    update: UpdateFunction, ttl_ms: int | None, batch_time: int, rows: Iterable[Any]
 ) -> Iterator[tuple[Any, StateEntry]]:
     """`update_state_by_key` over one partition: `update(new_values, state)` for every key with
     new values or state; None removes the key. Keys come out as `keys_in_order` puts them.
+    With `ttl_ms`, a key whose last value came `ttl_ms` or more of batch time ago is dropped
+    instead, without a call.
 
     Most keys of a large state get no value in a batch; they take a short path (no value list
     to sort, no lookup of a second dict), since this loop runs once per key per batch."""
     states, news = _entries_and_news(rows)
+    expired_before = batch_time - ttl_ms if ttl_ms is not None else None
     for key, (_kind, old, touched) in states.items():
         tagged = news.pop(key, None)
         if tagged is None:
+            if expired_before is not None and touched <= expired_before:
+                continue
             new = update([], old)
             if new is not None:
                 yield (key, (KEEP if _same(new, old) else CHANGED, new, touched))

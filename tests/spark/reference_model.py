@@ -75,14 +75,24 @@ def reduce_by_key_and_window(
     return out
 
 
-def update_state_by_key(batches: list[Rows], update: Callable[[list[Any], Any], Any]) -> list[Rows]:
+def update_state_by_key(
+    batches: list[Rows], update: Callable[[list[Any], Any], Any], ttl_ms: int | None = None
+) -> list[Rows]:
+    """`update` per key with values or state, every batch; with `ttl_ms`, a key whose last value
+    came that long ago (in batch time) is dropped without a call."""
     state: dict[Any, Any] = {}
+    last_value_at: dict[Any, int] = {}
     out: list[Rows] = []
-    for rows in batches:
+    for index, rows in enumerate(batches):
+        t = batch_time(index)
         values: dict[Any, list[Any]] = {}
         for key, value in rows:
             values.setdefault(key, []).append(value)
+            last_value_at[key] = t
         for key in list(state) + [k for k in values if k not in state]:
+            if ttl_ms is not None and key not in values and t - last_value_at[key] >= ttl_ms:
+                del state[key]
+                continue
             new = update(values.get(key, []), state.get(key))
             if new is None:
                 state.pop(key, None)

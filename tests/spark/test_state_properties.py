@@ -224,11 +224,13 @@ def test_state_operators_equal_the_model(
         batches,
         {
             "totals": lambda s: s.update_state_by_key(capped_total),
+            "expiring": lambda s: s.update_state_by_key(capped_total, ttl_ms=timeout_ms),
             "mapped": tracked,
             "snapshots": lambda s: tracked(s).state_snapshots(),
         },
     )
     assert found["totals"] == model.update_state_by_key(batches, capped_total)
+    assert found["expiring"] == model.update_state_by_key(batches, capped_total, timeout_ms)
     mapped, snapshots = model.map_with_state(batches, sessions, timeout_ms)
     assert found["mapped"] == mapped
     assert found["snapshots"] == snapshots

@@ -100,6 +100,30 @@ def test_cli_show_and_verify(tmp_path: Path) -> None:
     assert "no usable checkpoint" in damaged.output
 
 
+def test_cli_show_prints_a_keys_state_in_each_keyed_piece(tmp_path: Path) -> None:
+    store = CheckpointStore(tmp_path / "checkpoints")
+    write_piece(store, "5000/s1-x", [[("a", 1)], [("b", 2), (("c", 3), [4])]])
+    reports = [
+        next(write_partition(store.files, "5000/s2-y", "state", 0, [("a", (KEEP, 7, 3000))]))
+    ]
+    manifest = PieceManifest.from_reports("state", reports)
+    (store.files.path("5000/s2-y") / MANIFEST).write_text(json.dumps(manifest.to_json()))
+    journal_path = tmp_path / "journal"
+    with FileJournal(journal_path, owner="test") as journal:
+        epoch = journal.open()
+        journal.append(CheckpointRecord(epoch, 5000, {"s1-x": "5000/s1-x", "s2-y": "5000/s2-y"}))
+    args = ["--path", str(store.files.root), "--file", str(journal_path)]
+
+    def show(key: str) -> list[str]:
+        shown = CliRunner().invoke(checkpoint, ["show", *args, "--key", key])
+        assert shown.exit_code == 0, shown.output
+        return [line.strip() for line in shown.output.splitlines() if line.startswith("    ")]
+
+    assert show("a") == ["key 'a' = 1", "key 'a' = 7 (last value in batch 3000)"]
+    assert show("('c', 3)") == ["key ('c', 3) = [4]", "no key \"('c', 3)\""]
+    assert show("z") == ["no key 'z'", "no key 'z'"]
+
+
 def test_parts_hold_chunks_of_records_and_read_back_in_order(tmp_path: Path) -> None:
     rows = [
         (f"k{i}", (KEEP, (i, "x") if i % 3 else i, 1_000 + i)) for i in range(CHUNK_RECORDS + 5)

@@ -1,6 +1,6 @@
 """Recovery's catch-up folds several batches of a keyed state in one pass
 (`state_functions.fold_batches`); its records must be exactly those of merging the batches one
-at a time, in the same order, for both state operators (timeouts included)."""
+at a time, in the same order, for both state operators (timeouts and TTLs included)."""
 
 from __future__ import annotations
 
@@ -38,7 +38,10 @@ def count_sessions(batch_time: int, key: str, value: int | None, state: fn.State
 
 
 MERGES = {
-    "update_state_by_key": partial(fn.update_state_partition, total_unless_negative),
+    "update_state_by_key": partial(fn.update_state_partition, total_unless_negative, None),
+    "update_state_by_key with a ttl": partial(
+        fn.update_state_partition, total_unless_negative, 2 * INTERVAL_MS
+    ),
     "map_with_state": partial(fn.map_with_state_partition, count_sessions, 2 * INTERVAL_MS),
 }
 
