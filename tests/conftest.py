@@ -104,14 +104,23 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 # --- Kafka (see service/dev/kafka_cluster.py) -------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def kafka_cluster3() -> Iterator[Any]:
-    """A started local 3-broker `LocalKafkaCluster` (RF=3, min ISR 2). Always local: tests kill
-    its brokers. Tests that kill one must restart it before they end."""
+@pytest.fixture(scope="session")
+def three_broker_cluster() -> Iterator[Any]:
+    """The session's local 3-broker `LocalKafkaCluster`; tests ask for `kafka_cluster3`."""
     from service.dev.kafka_cluster import LocalKafkaCluster
 
     with LocalKafkaCluster(brokers=3) as cluster:
         yield cluster
+
+
+@pytest.fixture
+def kafka_cluster3(three_broker_cluster: Any) -> Any:
+    """A started local 3-broker `LocalKafkaCluster` (RF=3, min ISR 2), shared by the session's
+    tests (each starts in ~20 s). Always local: tests kill its brokers. Tests that kill one
+    restart it before they end; a broker a failed test left down is started again here, so
+    every test finds three."""
+    three_broker_cluster.revive()
+    return three_broker_cluster
 
 
 @pytest.fixture

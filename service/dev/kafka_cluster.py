@@ -363,6 +363,12 @@ class LocalKafkaCluster(StartedOnEnter):
             broker.launch(self._broker_command(broker))
         self._wait_until_serving(brokers)
 
+    def revive(self) -> None:
+        """Start again every broker that was killed or died; block until they serve."""
+        down = [index for index, broker in enumerate(self._brokers) if not broker.running]
+        if down:
+            self.restart_brokers(*down)
+
     def restart_broker(self, index: int) -> None:
         """Start broker `index` again on the same ports and data dir; block until it serves."""
         broker = self._broker(index)
