@@ -600,25 +600,11 @@ class _Lane:
         """Answer the group unavailable (or, when some of its requests were refused for what
         they hold, those refused and the others written again); keep the producer only if the
         abort was clean."""
-        error = failure.args[0] if failure.args else failure
         # The client gets the error's name only; Kafka's text (brokers, paths) stays in the log.
         detail = f"not acknowledged by the in-sync replicas ({_name_of(failure)}); retry"
-        cause = _describe(error)
-        keep = False
-        if isinstance(failure, CommitTimedOut):
-            # Fatal for this producer: aborting and going on under its epoch could let a late
-            # record of this transaction into the next one. A new producer settles it.
-            log.warning("ingest commit timed out; new producer: %s", failure)
-        elif isinstance(error, KafkaError) and is_fenced(error):
-            self.intake.fenced = True
-            log.critical("ingest producer fenced by a newer endpoint of this app: %s", cause)
+        keep = self._end_failed_transaction(group, failure)
+        if self.intake.fenced:
             detail = "fenced by a newer ingest endpoint of this app"
-        elif self._abort_cleanly():
-            keep = True
-            log.warning("ingest transaction aborted (%d requests): %s", len(group.pending), cause)
-            self._producer.poll(0)  # the aborted records' delivery reports: who was refused
-        else:
-            log.warning("ingest transaction outcome unknown; new producer: %s", cause)
         refused = [p for p in group.pending if p.refusal is not None]
         if refused:
             # A refused batch leaves the idempotent producer owing an epoch bump, which librdkafka
@@ -637,6 +623,26 @@ class _Lane:
         for pending in group.pending:
             count = len(pending.request.records)
             pending.future.set_result(Answer("unavailable", count, detail))
+
+    def _end_failed_transaction(self, group: _Group, failure: Exception) -> bool:
+        """Abort the failed transaction where that is safe; True when it was cleanly aborted
+        (the producer may carry on), False when a new producer must settle it."""
+        error = failure.args[0] if failure.args else failure
+        cause = _describe(error)
+        if isinstance(failure, CommitTimedOut):
+            # Fatal for this producer: aborting and going on under its epoch could let a late
+            # record of this transaction into the next one. A new producer settles it.
+            log.warning("ingest commit timed out; new producer: %s", failure)
+        elif isinstance(error, KafkaError) and is_fenced(error):
+            self.intake.fenced = True
+            log.critical("ingest producer fenced by a newer endpoint of this app: %s", cause)
+        elif self._abort_cleanly():
+            log.warning("ingest transaction aborted (%d requests): %s", len(group.pending), cause)
+            self._producer.poll(0)  # the aborted records' delivery reports: who was refused
+            return True
+        else:
+            log.warning("ingest transaction outcome unknown; new producer: %s", cause)
+        return False
 
     def _release_keys(self, group: _Group, settled: bool) -> None:
         """The group's keys leave the in-flight set now if nothing of it can commit any more,
