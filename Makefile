@@ -41,7 +41,7 @@ typecheck: venv
 	$(VENV)/bin/mypy $(PACKAGES)
 
 test: lint typecheck sysdeps class-archive
-	$(PY) devtools/test_streams.py --durations=25 $(PYTEST_ARGS)
+	$(PY) devtools/test_streams.py --durations=50 $(PYTEST_ARGS)
 
 # The container tier alone: a Docker engine, the local Kafka image under Testcontainers, the
 # dstreams image run as the Helm chart runs it (see devtools/test_streams.py).

@@ -16,9 +16,15 @@ import pytest
 
 from service.testing import unpersist_all
 from service.testing.pytest_plugin import KAFKA_BACKEND
+from tests.jvm import TEST_JVM_OPTIONS
 
 # Pinned before any SparkContext exists so that hash partitioning is identical on every run.
 os.environ.setdefault("PYTHONHASHSEED", "0")
+# The driver JVMs of the tests (the session's Spark and every `dstreams run` they start) compile
+# with C1 only. A test's driver lives seconds to minutes, and C2 compiling Spark's start-up path
+# cost about twice the JVM's CPU time (15 s against 7 s for a short job, measured here); on two
+# cores that is the suite's time. spark-submit adds SPARK_SUBMIT_OPTS to the driver's JVM.
+os.environ.setdefault("SPARK_SUBMIT_OPTS", TEST_JVM_OPTIONS)
 
 
 # --- Spark -----------------------------------------------------------------------------------

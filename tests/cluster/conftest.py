@@ -17,11 +17,13 @@ import pytest
 
 from service.dev.service_process import ServiceProcess
 from service.dev.spark_cluster import LocalSparkCluster
+from service.driver.spark import LOG4J2_FILE
 from tests.chaos.conftest import (  # noqa: F401 - fixtures shared with the chaos tier
     ChaosApp,
     chaos_app,
     pg_database,
 )
+from tests.jvm import TEST_JVM_OPTIONS
 
 # Executors of 512 MB leave room for a second application on a 1 GB worker: a restarted driver's
 # executors can start while the killed driver's are still being torn down.
@@ -30,6 +32,7 @@ EXECUTOR_MEMORY = "512m"
 CLUSTER_START_TIMEOUT_S = 180.0
 # A first batch completes once Spark is up and has executors, then a batch's work more.
 FIRST_BATCH_TIMEOUT_S = CLUSTER_START_TIMEOUT_S + 60.0
+EXECUTOR_LOG4J = f"-Dlog4j.configurationFile=file:{LOG4J2_FILE}"
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +56,12 @@ def cluster_settings(cluster: LocalSparkCluster, **conf: str) -> dict[str, Any]:
     return {
         "master": cluster.master_url,
         "start_timeout_s": CLUSTER_START_TIMEOUT_S,
-        "conf": {"spark.executor.memory": EXECUTOR_MEMORY, **conf},
+        "conf": {
+            "spark.executor.memory": EXECUTOR_MEMORY,
+            # Replaces the log4j option dstreams gives executors on this host, so it is repeated.
+            "spark.executor.extraJavaOptions": f"{EXECUTOR_LOG4J} {TEST_JVM_OPTIONS}",
+            **conf,
+        },
     }
 
 
