@@ -40,6 +40,9 @@ POM_PATH = Path(__file__).resolve().parents[2] / "devtools" / "kafka" / "pom.xml
 # A broker needs ~150 MB of heap for test traffic; a small cap keeps three brokers and Spark
 # together within a shared laptop or CI runner.
 _BROKER_JVM_OPTS = ("-Xmx512m", "-Xms64m", "-XX:+UseSerialGC", "-Djava.awt.headless=true")
+# More options for the brokers' JVMs, split on spaces; the tests add `-XX:TieredStopAtLevel=1`
+# (a 3-broker cluster starts on about half the CPU), benchmarks and the demo add none.
+BROKER_JAVA_OPTIONS_ENV = "DSTREAMS_BROKER_JAVA_OPTIONS"
 # The storage tool runs for about a second; the C1 compiler alone starts it fastest.
 _TOOL_JVM_OPTS = ("-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 
@@ -470,7 +473,10 @@ class LocalKafkaCluster(StartedOnEnter):
         return [self._java, *jvm_opts, log4j, "-cp", classpath, main, *args]
 
     def _broker_command(self, broker: _Broker) -> list[str]:
-        return self._java_command(_BROKER_JVM_OPTS, "kafka.Kafka", str(broker.config_path))
+        extra = tuple(os.environ.get(BROKER_JAVA_OPTIONS_ENV, "").split())
+        return self._java_command(
+            (*_BROKER_JVM_OPTS, *extra), "kafka.Kafka", str(broker.config_path)
+        )
 
     # -- start-up steps --
 

@@ -68,8 +68,7 @@ def test_broker_failures_stall_then_resume_exactly(
         assert driver.get("/healthz") is None, "/healthz must not answer 200 while stalled"
         print(f"2 of 3 brokers down: stalled after {stalled_at} batches, reported unhealthy")
     finally:
-        cluster.restart_broker(1)
-        cluster.restart_broker(2)
+        cluster.restart_brokers(1, 2)
     wait_until(lambda: healthy(driver) and completed(driver) > stalled_at, 240, "the resumption")
 
     app.wait_drained(driver, timeout_s=240)

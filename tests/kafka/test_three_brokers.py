@@ -145,8 +145,7 @@ def test_acks_all_writes_fail_clearly_with_two_of_three_brokers_down(
         _produce(producer, topic, range(100), deliveries)
         assert producer.flush(30) == 0  # every record got its delivery report
     finally:
-        kafka_cluster3.restart_broker(0)
-        kafka_cluster3.restart_broker(1)
+        kafka_cluster3.restart_brokers(0, 1)
 
     assert deliveries.acked == []
     assert len(deliveries.failed) == 100  # none silently dropped

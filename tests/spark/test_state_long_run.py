@@ -19,12 +19,12 @@ from service.graph.state import KeyedState
 from service.testing import FIRST_BATCH_MS, INTERVAL_MS
 from sinks.memory import MemorySink
 
-# 1,000 batches take several minutes here, so the suite runs 100 and `make soak` 1,000.
-BATCHES = int(os.environ.get("DSTREAMS_LONG_RUN_BATCHES", "100"))
+# 1,000 batches take several minutes here, so the suite runs 70 and `make soak` 1,000.
+BATCHES = int(os.environ.get("DSTREAMS_LONG_RUN_BATCHES", "70"))
 CHECKPOINT_EVERY = 10
-# Measured from here on: three checkpoints in, the graph's Python objects and Spark's caches
-# have reached their steady size.
-WARM_UP = 30
+# Measured from here on: two checkpoints in, the graph's Python objects and Spark's caches have
+# reached their steady size (the floor below absorbs what is left of the warm-up).
+WARM_UP = 20
 # The debug string of a state RDD spans at most one checkpoint interval of merges; 10 batches
 # of this graph print well under this. Without truncation it grows by ~1 KB per batch.
 MAX_LINEAGE_CHARS = 40_000
