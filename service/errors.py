@@ -50,6 +50,10 @@ class DiskFull(DStreamsError):
     """A volume the service writes to (journal, checkpoints, files sink) has no space left."""
 
 
+class PartitionInputCut(DStreamsError):
+    """Spark cut a task's input short while killing the task; the task fails unwritten."""
+
+
 class JournalDiskFull(DiskFull, JournalError):
     """The file journal's volume is full: the append was not journaled, nor will later ones."""
 

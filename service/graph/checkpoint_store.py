@@ -36,6 +36,7 @@ from service.durable import naming_a_full_disk
 from service.errors import DStreamsError
 from service.graph.checkpoint_files import CheckpointFiles, LocalFiles, lines_of
 from service.graph.key_placement import key_placement
+from service.graph.partition_input import GuardedInput
 
 MANIFEST = "_manifest.json"
 FORMAT_VERSION = 2
@@ -341,7 +342,7 @@ class CheckpointStore:
         jobs = []
         for number, (rdd, ref, fmt) in enumerate(pieces):
             self.files.delete_tree(ref)  # left by an attempt that crashed before journaling
-            write = partial(write_partition, self.files, ref, fmt)
+            write = GuardedInput(partial(write_partition, self.files, ref, fmt))
             jobs.append(rdd.mapPartitionsWithIndex(write).map(partial(_numbered, number)))
         try:
             return self._write_manifests(pieces, (jobs[0] if len(jobs) == 1 else sc.union(jobs)))

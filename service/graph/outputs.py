@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 
 from service.graph.base import RDD, BatchFunction, BatchStream, OutputResult
 from service.graph.jobs import job_group, jobs_of_group, start_job_group
+from service.graph.partition_input import GuardedInput
 from service.graph.placement import OutputPlacement
 from service.graph.plan import BatchPlan
 from sinks.base import NO_KAFKA, BatchKey, KafkaNeeds, Sink
@@ -89,7 +90,8 @@ class SinkOutput:
         if self.sink.writes_on_driver:
             reports = self._write_on_driver(rdd, app, batch_time)
         else:
-            write = partial(write_partition, self.sink, app, self.name, batch_time)
+            # A killed task must not write the part of its partition it received as the whole.
+            write = GuardedInput(partial(write_partition, self.sink, app, self.name, batch_time))
             reports = self.placement.pinned(rdd.mapPartitionsWithIndex(write)).collect()
         seconds = time.monotonic() - started
         self._log_later_attempts(batch_time, reports)
