@@ -27,8 +27,9 @@ ARG PIP_NO_INDEX
 RUN python3 -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH
 WORKDIR /src
-# README.md is named too because COPY needs one source that exists when wheelhouse/ does not.
-COPY README.md wheelhous[e] /wheelhouse/
+# A lock file is named too because COPY needs one source that exists when wheelhouse/ does not;
+# a lock, not README.md, so that editing the README does not reinstall every dependency.
+COPY requirements-build.lock wheelhous[e] /wheelhouse/
 COPY requirements-build.lock requirements.lock ./
 # The dependencies get their own layer, before the source: an edit to the source reuses it.
 # First pip and the build backend, pinned, because they build what follows: pyspark is published
