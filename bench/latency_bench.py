@@ -21,14 +21,20 @@ so read the ratios, not the absolute figures.
 3. Latency: a producer writes lines at a steady rate; one line in `STAMP_EVERY` starts with a
    word `t<produce time in ms>`, which the word count passes to its output as a key of its own. A
    read_committed reader of the output takes now minus that time as the record's end-to-end
-   latency. dstreams runs batches on its 1 s interval, as the service's scheduler does.
+   latency. dstreams runs batches on its interval, as the service's scheduler does, and the raw
+   loop commits once per interval. Three runs (`LATENCY_RUNS`): 100,000 lines/s at 1 s, 50,000 at
+   250 ms and 20,000 at 100 ms, each against the raw loop at the same rate and interval.
+
+Every pass runs with dstreams' defaults: the task layout (read tasks, shuffle partitions) is what
+`service.graph.layout` chooses per batch, and the Kafka sink writes where `write_from: auto`
+says. `--shuffle-partitions` and `--read-tasks` fix them instead, to compare.
 
 With ``--write-from driver,executors`` the dstreams passes run once per placement of the Kafka
 sink's transactions (`sinks.kafka`, ``write_from``), in the same run against the same raw loop.
 
 Usage: python bench/latency_bench.py [--lines N] [--rate LINES_PER_S] [--seconds S]
        [--write-from auto|driver|executors[,...]] [--batch-lines N]
-       [--shuffle-partitions N] [--read-tasks N] [--no-structured]
+       [--shuffle-partitions N] [--read-tasks N] [--no-structured] [--only-latency]
 """
 
 from __future__ import annotations
@@ -66,12 +72,13 @@ INTERVAL_MS = 1000
 CAPACITY_BATCH_LINES = 0
 BATCH_LINES_STEP = 10_000
 # Partitions of the word count's shuffle (the output's tasks) and the most tasks that read a
-# batch (the source's max_partitions): one per core by default, as an operator sizes a job for
-# its machine, since each task costs ~15 ms however little it does (docs/design-notes.md).
-# --shuffle-partitions and --read-tasks change them.
+# batch (the source's max_partitions); None: dstreams chooses (the default a user gets).
+# --shuffle-partitions and --read-tasks fix them.
 CORES = os.cpu_count() or 1
-SHUFFLE_PARTITIONS = CORES
-READ_TASKS: int | None = CORES
+SHUFFLE_PARTITIONS: int | None = None
+READ_TASKS: int | None = None
+# (lines/s, interval ms) of the latency runs; --rate changes the first one's rate.
+LATENCY_RUNS = [(100_000, 1000), (50_000, 250), (20_000, 100)]
 # One line in this many carries its produce time; at 100,000 lines/s that is 1,000 samples/s.
 STAMP_EVERY = 100
 # Latency samples of the first seconds (Spark's first jobs, the first transactions) are left out.
@@ -155,9 +162,14 @@ class LatencyReader(threading.Thread):
 
 
 def raw_loop(
-    bootstrap: str, topic: str, out: str, until: Callable[[int], bool]
+    bootstrap: str,
+    topic: str,
+    out: str,
+    until: Callable[[int], bool],
+    interval_s: float = INTERVAL_MS / 1000,
 ) -> list[tuple[int, float]]:
-    """The raw exactly-once loop until `until(records so far)`; (records, end time) per batch."""
+    """The raw exactly-once loop, one transaction per `interval_s`, until `until(records so
+    far)`; (records, end time) per batch."""
     from confluent_kafka import Consumer, Producer, TopicPartition
 
     consumer = Consumer(
@@ -175,7 +187,7 @@ def raw_loop(
     batches: list[tuple[int, float]] = []
     seen = 0
     while not until(seen):
-        counts, n = _consume_for(consumer, 1.0)
+        counts, n = _consume_for(consumer, interval_s)
         producer.begin_transaction()
         for word, count in counts.items():
             producer.produce(out, str(count).encode(), word.encode())
@@ -193,7 +205,7 @@ def _consume_for(consumer: Any, seconds: float) -> tuple[Counter[str], int]:
     n = 0
     deadline = time.monotonic() + seconds
     while (left := deadline - time.monotonic()) > 0:
-        for message in consumer.consume(10_000, min(left, 0.1)):
+        for message in consumer.consume(10_000, min(left, 0.05)):
             if message.error() is None:
                 counts.update(message.value().decode().lower().split())
                 n += 1
@@ -223,11 +235,17 @@ def per_transaction(batches: list[tuple[int, float]]) -> int:
 
 
 def word_count(
-    sc: Any, bootstrap: str, topic: str, workdir: Path, batch_lines: int | None, write_from: Any
+    sc: Any,
+    bootstrap: str,
+    topic: str,
+    workdir: Path,
+    batch_lines: int | None,
+    write_from: Any,
+    interval_ms: int = INTERVAL_MS,
 ) -> Any:
     """The example word count to a Kafka sink; returns (lifecycle, context, journal, output)."""
     ctx = StreamingContext(
-        sc, "bench-" + workdir.name, INTERVAL_MS, default_partitions=SHUFFLE_PARTITIONS
+        sc, "bench-" + workdir.name, interval_ms, default_partitions=SHUFFLE_PARTITIONS
     )
     ctx.input_counters = sc.accumulator({}, CountersParam())
     lines = ctx.kafka_stream(
@@ -269,10 +287,10 @@ def dstreams_capacity(
     return steady_rate(batches), outcomes
 
 
-def dstreams_on_interval(lifecycle: Any, stop: threading.Event) -> list[Any]:
+def dstreams_on_interval(lifecycle: Any, stop: threading.Event, interval_ms: int) -> list[Any]:
     """Runs batches on the interval's boundaries (at once when behind), as the scheduler does."""
     outcomes = []
-    batch_time = (int(time.time() * 1000) // INTERVAL_MS + 1) * INTERVAL_MS
+    batch_time = (int(time.time() * 1000) // interval_ms + 1) * interval_ms
     while not stop.is_set():
         wait = batch_time / 1000 - time.time()
         if wait > 0:
@@ -280,7 +298,7 @@ def dstreams_on_interval(lifecycle: Any, stop: threading.Event) -> list[Any]:
         delay = max(0.0, time.time() - batch_time / 1000)
         outcomes.append(lifecycle.run_new(batch_time, scheduling_delay_s=delay))
         now_ms = int(time.time() * 1000)
-        batch_time = max(batch_time + INTERVAL_MS, now_ms // INTERVAL_MS * INTERVAL_MS)
+        batch_time = max(batch_time + interval_ms, now_ms // interval_ms * interval_ms)
     return outcomes
 
 
@@ -291,14 +309,47 @@ def latencies(samples: list[tuple[float, float]], since: float) -> tuple[float, 
     return statistics.median(kept), kept[min(len(kept) - 1, int(0.99 * len(kept)))], len(kept)
 
 
-def print_latency(label: str, rate: int, achieved: float, result: tuple[float, float, int]) -> None:
+Latency = tuple[float, float, int]  # p50 s, p99 s, samples
+
+
+def print_latency(
+    label: str, rate: int, interval_ms: int, achieved: float, result: Latency
+) -> None:
     p50, p99, n = result
     print(
-        f"{label}e2e latency at {rate} lines/s: p50 {p50:.2f} s, p99 {p99:.2f} s "
-        f"({p99 * 1000 / INTERVAL_MS:.2f} × interval)  [{n} samples, produced "
-        f"{achieved:,.0f} lines/s]",
+        f"{label}e2e latency at {rate} lines/s, {interval_ms} ms interval: p50 {p50:.2f} s, "
+        f"p99 {p99:.2f} s  [{n} samples, produced {achieved:,.0f} lines/s]",
         flush=True,
     )
+
+
+def print_summary(
+    dstreams: dict[tuple[int, int], Latency],
+    raw: dict[tuple[int, int], Latency],
+    batch_times: dict[tuple[int, int], list[float]],
+) -> None:
+    """The issue's lines: each run's latency against its interval or the raw loop's, and the
+    batch times of the 1 s run (its first SETTLE_S left out)."""
+    print("--- summary (dstreams defaults; raw loop at the same rate and interval) ---")
+    for (rate, interval_ms), (p50, p99, _) in dstreams.items():
+        raw_p99 = raw.get((rate, interval_ms), (0.0, float("nan"), 0))[1]
+        where = "" if interval_ms == INTERVAL_MS else f", {interval_ms} ms interval"
+        against = (
+            f"{p99 * 1000 / interval_ms:.2f} × interval"
+            if interval_ms == INTERVAL_MS
+            else f"{p99 / raw_p99:.2f} × raw loop"
+        )
+        print(f"e2e latency at {rate} lines/s{where}: p50 {p50:.2f} s, p99 {p99:.2f} s ({against})")
+        if interval_ms != INTERVAL_MS:
+            raw_p50 = raw.get((rate, interval_ms), (float("nan"),))[0]
+            print(f"  raw loop there: p50 {raw_p50:.2f} s, p99 {raw_p99:.2f} s")
+    for (rate, interval_ms), seconds in batch_times.items():
+        if interval_ms == INTERVAL_MS and seconds:
+            print(
+                f"batch time at {rate} lines/s: median {statistics.median(seconds):.2f} s, "
+                f"max {max(seconds):.2f} s",
+                flush=True,
+            )
 
 
 def _produce_in_child(bootstrap: str, topic: str, rate: int, seconds: float, result: Any) -> None:
@@ -420,25 +471,35 @@ def measure_structured(bootstrap: str, topic: str, lines: int, dstreams_rate: fl
 
 
 def measure_dstreams_latency(
-    sc: Any, bootstrap: str, topic: str, rate: int, seconds: float, tmp: Path, write_from: str
-) -> None:
+    sc: Any,
+    bootstrap: str,
+    topic: str,
+    run: tuple[int, int],
+    seconds: float,
+    tmp: Path,
+    write_from: str,
+) -> tuple[Latency, list[float]]:
+    """One latency run; its latency and the processing seconds of its steady batches."""
     from service.dev.brokers import create_topic
 
-    topic = f"{topic}-{write_from}"
+    rate, interval_ms = run
+    topic = f"{topic}-{write_from}-{rate}-{interval_ms}"
     create_topic(bootstrap, topic, partitions=PARTITIONS)
-    workdir = tmp / f"latency-{write_from}"
-    lifecycle, ctx, journal, out = word_count(sc, bootstrap, topic, workdir, None, write_from)
+    workdir = tmp / f"latency-{write_from}-{rate}-{interval_ms}"
+    lifecycle, ctx, journal, out = word_count(
+        sc, bootstrap, topic, workdir, None, write_from, interval_ms
+    )
     reader = LatencyReader(bootstrap, out)
     reader.start()
     stop = threading.Event()
     outcomes: list[Any] = []
     scheduler = threading.Thread(
-        target=lambda: outcomes.extend(dstreams_on_interval(lifecycle, stop))
+        target=lambda: outcomes.extend(dstreams_on_interval(lifecycle, stop, interval_ms))
     )
     scheduler.start()
     since = time.time() + SETTLE_S
     achieved = produce_elsewhere(bootstrap, topic, rate, seconds)
-    time.sleep(3 * INTERVAL_MS / 1000)  # the last records through a batch and its commit
+    time.sleep(max(3.0, 3 * interval_ms / 1000))  # the last records through a batch and commit
     stop.set()
     scheduler.join()
     reader.stop.set()
@@ -446,38 +507,59 @@ def measure_dstreams_latency(
     ctx.close()
     journal.close()
     label = f"[write_from={write_from}] "
-    print_latency(label, rate, achieved, latencies(reader.samples, since))
+    result = latencies(reader.samples, since)
+    print_latency(label, rate, interval_ms, achieved, result)
     steady = [o for o in outcomes if o.plan.batch_time / 1000 >= since and o.input_records]
     breakdown_summary(f"{label}latency pass:", steady)
+    describe_layouts(f"{label}latency pass:", steady)
+    return result, [o.processing_s for o in steady]
 
 
-def measure_raw_latency(bootstrap: str, topic: str, rate: int, seconds: float) -> None:
+def describe_layouts(label: str, outcomes: list[Any]) -> None:
+    """How many tasks the defaults chose for the batches (`service.graph.layout`)."""
+    chosen = Counter(o.plan.layout.tasks if o.plan.layout else None for o in outcomes)
+    described = ", ".join(
+        f"{count} batches in {'fixed tasks' if tasks is None else f'{tasks} tasks'}"
+        for tasks, count in sorted(chosen.items(), key=lambda item: (item[0] is None, item[0]))
+    )
+    print(f"{label} task layout chosen: {described or 'no batches'}", flush=True)
+
+
+def measure_raw_latency(
+    bootstrap: str, topic: str, run: tuple[int, int], seconds: float
+) -> Latency:
     from service.dev.brokers import create_topic
 
+    rate, interval_ms = run
+    topic = f"{topic}-{rate}-{interval_ms}"
     create_topic(bootstrap, topic, partitions=PARTITIONS)
     create_topic(bootstrap, topic + "-out", partitions=PARTITIONS)
     reader = LatencyReader(bootstrap, topic + "-out")
     reader.start()
     stop = threading.Event()
     loop = threading.Thread(
-        target=raw_loop, args=(bootstrap, topic, topic + "-out", lambda _: stop.is_set())
+        target=raw_loop,
+        args=(bootstrap, topic, topic + "-out", lambda _: stop.is_set(), interval_ms / 1000),
     )
     loop.start()
     since = time.time() + SETTLE_S
     achieved = produce_elsewhere(bootstrap, topic, rate, seconds)
-    time.sleep(3 * INTERVAL_MS / 1000)
+    time.sleep(max(3.0, 3 * interval_ms / 1000))
     stop.set()
     loop.join()
     reader.stop.set()
     reader.join()
-    print_latency("raw loop ", rate, achieved, latencies(reader.samples, since))
+    result = latencies(reader.samples, since)
+    print_latency("raw loop ", rate, interval_ms, achieved, result)
+    return result
 
 
-def main() -> int:
-    global CAPACITY_BATCH_LINES, SHUFFLE_PARTITIONS, READ_TASKS  # one setting for every pass
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lines", type=int, default=2_000_000)
-    parser.add_argument("--rate", type=int, default=100_000, help="lines/s of the latency runs")
+    parser.add_argument(
+        "--rate", type=int, default=LATENCY_RUNS[0][0], help="lines/s of the 1 s latency run"
+    )
     parser.add_argument("--seconds", type=float, default=20.0, help="length of each latency run")
     parser.add_argument(
         "--write-from", default="auto", help="comma-separated Kafka-sink placements to compare"
@@ -490,22 +572,35 @@ def main() -> int:
         "records per 1 s transaction in the same run)",
     )
     parser.add_argument(
-        "--shuffle-partitions", type=int, default=CORES, help="the word count's reduce tasks"
+        "--shuffle-partitions",
+        type=int,
+        default=0,
+        help="the word count's reduce tasks (default 0: dstreams chooses per batch)",
     )
     parser.add_argument(
         "--read-tasks",
         type=int,
-        default=CORES,
-        help="most tasks reading a batch (the source's max_partitions); 0: one per partition",
+        default=0,
+        help="most tasks reading a batch, the source's max_partitions (default 0: dstreams "
+        "chooses per batch; with --shuffle-partitions, one per partition)",
     )
     parser.add_argument("--no-structured", action="store_true", help="skip Structured Streaming")
-    args = parser.parse_args()
+    parser.add_argument(
+        "--only-latency", action="store_true", help="skip the capacity passes and Structured"
+    )
+    return parser.parse_args()
+
+
+def main() -> int:
+    global CAPACITY_BATCH_LINES, SHUFFLE_PARTITIONS, READ_TASKS  # one setting for every pass
+    args = parse_args()
     placements = args.write_from.split(",")
-    SHUFFLE_PARTITIONS = args.shuffle_partitions
+    SHUFFLE_PARTITIONS = args.shuffle_partitions or None
     READ_TASKS = args.read_tasks or None
+    runs = [(args.rate, LATENCY_RUNS[0][1]), *LATENCY_RUNS[1:]]
     print(
-        f"dstreams tasks per batch: {READ_TASKS or PARTITIONS} reading {PARTITIONS} partitions, "
-        f"{SHUFFLE_PARTITIONS} reducing ({CORES} cores)",
+        f"dstreams tasks per batch: {READ_TASKS or 'chosen by dstreams'} reading {PARTITIONS} "
+        f"partitions, {SHUFFLE_PARTITIONS or 'chosen by dstreams'} reducing ({CORES} cores)",
         flush=True,
     )
 
@@ -516,23 +611,30 @@ def main() -> int:
 
     with kafka_endpoint(brokers=1) as bootstrap, tempfile.TemporaryDirectory() as tmp:
         topic = f"latency-bench-{int(time.time())}"
-        create_topic(bootstrap, topic, partitions=PARTITIONS)
-        print(f"preloading {args.lines:,} lines into {topic} ...", flush=True)
-        preload(bootstrap, topic, args.lines)
         sc = create_spark_context("dstreams-latency-bench", "local[2]")
-        raw_rate, raw_per_transaction = measure_raw_capacity(bootstrap, topic, args.lines)
-        CAPACITY_BATCH_LINES = args.batch_lines or raw_per_transaction
-        describe_batches(raw_per_transaction, args.batch_lines)
-        rates = [measure_capacity(sc, bootstrap, topic, raw_rate, Path(tmp), w) for w in placements]
+        rates = [0.0]
+        if not args.only_latency:
+            create_topic(bootstrap, topic, partitions=PARTITIONS)
+            print(f"preloading {args.lines:,} lines into {topic} ...", flush=True)
+            preload(bootstrap, topic, args.lines)
+            raw_rate, raw_per_transaction = measure_raw_capacity(bootstrap, topic, args.lines)
+            CAPACITY_BATCH_LINES = args.batch_lines or raw_per_transaction
+            describe_batches(raw_per_transaction, args.batch_lines)
+            rates = [
+                measure_capacity(sc, bootstrap, topic, raw_rate, Path(tmp), w) for w in placements
+            ]
+        dstreams: dict[tuple[int, int], Latency] = {}
+        batch_times: dict[tuple[int, int], list[float]] = {}
         for write_from in placements:
-            latency_topic = topic + "-d"
-            measure_dstreams_latency(
-                sc, bootstrap, latency_topic, args.rate, args.seconds, Path(tmp), write_from
-            )
+            for run in runs:
+                dstreams[run], batch_times[run] = measure_dstreams_latency(
+                    sc, bootstrap, topic + "-d", run, args.seconds, Path(tmp), write_from
+                )
         sc.stop()
-        if not args.no_structured:
+        if not (args.no_structured or args.only_latency):
             measure_structured(bootstrap, topic, args.lines, max(rates))
-        measure_raw_latency(bootstrap, topic + "-r", args.rate, args.seconds)
+        raw = {run: measure_raw_latency(bootstrap, topic + "-r", run, args.seconds) for run in runs}
+        print_summary(dstreams, raw, batch_times)
     return 0
 
 

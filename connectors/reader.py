@@ -42,8 +42,10 @@ _FORCED: dict[str, Any] = {
 #   10 ms gave ~760k (docs/architecture.md, Performance notes).
 # - fetch.wait.max.ms: a fetch that reaches the log end waits this long on the broker, and the
 #   next range's first fetch cannot start until it returns. At the default (500) every range
-#   read after one that reached the end took 0.5 s longer; at 10 ms, 0.01 s. The cost is only
-#   paid while a range waits at the log end, as the consumer is unassigned between ranges.
+#   read after one that reached the end took 0.5 s longer; at 10 ms, 0.01 s, and reading four
+#   50-record ranges one after the other took 55-74 ms; at 1 ms, 16-27 ms (most of a small
+#   batch's read task). Polling the broker every millisecond is only done while a range waits
+#   at the log end, as the consumer is unassigned between ranges.
 # - queued.min.messages: librdkafka prefetches until this many messages wait per partition
 #   (default 100,000), and whatever it fetched past `until` is dropped at `unassign`. Reading
 #   sixteen 62,500-record ranges of a full topic fetched 1.85-1.97 M records at the default and
@@ -55,7 +57,7 @@ _FORCED: dict[str, Any] = {
 _DEFAULTS: dict[str, Any] = {
     "group.id": "dstreams-reader",
     "fetch.queue.backoff.ms": 10,
-    "fetch.wait.max.ms": 10,
+    "fetch.wait.max.ms": 1,
     "queued.min.messages": 10_000,
 }
 

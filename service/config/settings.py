@@ -59,6 +59,7 @@ from service.config.sinks import (
 from service.config.sources import KafkaSourceSettings
 from service.config.storage import shared_path_problem
 from service.config.types import DurationMs, Name, check_job
+from service.graph.layout import FIXED_DEFAULT_PARTITIONS
 
 __all__ = [
     "DEFAULTS_FILE",
@@ -104,8 +105,11 @@ class Settings(BaseSettings):
     """module:function that builds the job's graph."""
     batch_interval_ms: DurationMs = 1000
     """Batch interval; batch_interval: 1s is accepted as well."""
-    default_partitions: int = Field(default=4, ge=1)
-    """Partition count of shuffles and outputs unless an operator or sink says otherwise."""
+    default_partitions: int | None = Field(default=None, ge=1)
+    """Partition count of shuffles and outputs unless an operator or sink says otherwise. Unset,
+    each batch's shuffles (and its reads, unless a source sets max_partitions) take one task per
+    core, fewer for a small batch (service.graph.layout), and stateful operators and created
+    topics take 4."""
     spark: SparkSettings = Field(default_factory=SparkSettings)
     kafka: KafkaSettings
     sources: dict[Name, KafkaSourceSettings] = Field(default_factory=dict)
@@ -147,6 +151,12 @@ class Settings(BaseSettings):
         # `load_settings` layers the file and the environment itself, so precedence is explicit
         # and each problem can name the variable it came from; nothing is read implicitly.
         return (init_settings,)
+
+    @property
+    def fixed_partitions(self) -> int:
+        """`default_partitions`, or where it is unset, the count of what cannot follow one
+        batch's size: topics dstreams creates, stateful operators."""
+        return self.default_partitions or FIXED_DEFAULT_PARTITIONS
 
     def masked_dict(self) -> dict[str, Any]:
         """The settings as JSON-able data with every secret shown as '**********'."""

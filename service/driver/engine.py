@@ -41,6 +41,7 @@ from service.driver.spark import create_spark_context, driver_address
 from service.driver.warm_state import PreloadedCheckpoint, StatePreloader
 from service.errors import DStreamsError, FencedOut
 from service.graph.context import StreamingContext
+from service.graph.layout import describe_layout
 from service.graph.sources import KafkaInputDStream
 from service.journal.base import Journal
 from service.observe import logs
@@ -151,6 +152,7 @@ class Service:
         spark = settings.spark
         assert self.ctx is not None  # noqa: S101 - built by the checks
         self.ctx.attach_spark(self.sc, spark.stable_placement and not spark.parsed_master.is_local)
+        self._log_layout()
         if settings.standby.enabled and not self._await_election(journal):
             return EXIT_OK
         self.observer.phase(RECOVERING)
@@ -166,6 +168,22 @@ class Service:
         journal.close()
         log.info("stopped gracefully")
         return EXIT_OK
+
+    def _log_layout(self) -> None:
+        """The task layout, once (`service.graph.layout`); the Kafka outputs' writers with it."""
+        assert self.ctx is not None  # noqa: S101 - built by the checks
+        ctx = self.ctx
+        rule = describe_layout(ctx.auto_layout, ctx.default_partitions, self.sc.defaultParallelism)
+        on_driver = {
+            o.name: getattr(getattr(o, "sink", None), "writes_on_driver", None) for o in ctx.outputs
+        }
+        writers = [
+            f"{name} from the {'driver' if driver else 'executors'}"
+            for name, driver in on_driver.items()
+            if driver is not None  # only Kafka sinks say where their transactions run
+        ]
+        kafka = f"; Kafka outputs write {', '.join(writers)}" if writers else ""
+        log.info("task layout: %s%s", rule, kafka)
 
     def _check_before_start(self) -> Journal:
         """Every start-up check (`service.driver.preflight`, the steps `dstreams check` runs);
@@ -215,7 +233,7 @@ class Service:
         started = time.monotonic()
         assert self.ctx is not None  # noqa: S101 - built before Spark starts
         confs = [s.consumer_conf for s in self.ctx.inputs if isinstance(s, KafkaInputDStream)]
-        warm_python_workers(self.sc, confs, self.settings.default_partitions)
+        warm_python_workers(self.sc, confs, self.settings.fixed_partitions)
         log.info("standby: Spark and its workers are warm (%.1fs)", time.monotonic() - started)
         self.election = make_election(self.settings, journal)
         preloader = self._start_preloader(journal)

@@ -37,6 +37,7 @@ from service.driver.steps import StepTimer
 from service.graph.base import BatchOutcome, OutputResult
 from service.graph.context import StreamingContext
 from service.graph.counters import Counts, is_timestamp, skipped_runs
+from service.graph.layout import choose_layout
 from service.graph.plan import BatchPlan
 from service.journal.base import JournalState
 
@@ -158,7 +159,11 @@ class BatchLifecycle:
     def plan(self, batch_time: int, rate: float | None = None) -> BatchPlan:
         interval = self.ctx.batch_interval_ms
         plans = {source.name: source.plan(batch_time, interval, rate) for source in self.ctx.inputs}
-        return BatchPlan(batch_time, plans)
+        layout = None
+        if self.ctx.auto_layout:
+            records = sum(plan.offsets for plan in plans.values())
+            layout = choose_layout(records, self.ctx.sc.defaultParallelism)
+        return BatchPlan(batch_time, plans, layout)
 
     def journal_planned(self, plan: BatchPlan) -> None:
         if self.journal is not None:

@@ -30,6 +30,7 @@ from connectors.offsets import OffsetRange
 from service.driver.lifecycle import BatchLifecycle
 from service.driver.scheduler import align_up, now_ms
 from service.errors import GraphChanged
+from service.graph import layout
 from service.graph.context import StreamingContext
 from service.graph.plan import BatchPlan
 from service.journal.base import Journal, JournalState
@@ -51,6 +52,8 @@ class JournalLog:
 
     def journal_planned(self, plan: BatchPlan, fingerprint: str) -> None:
         extra = dict(plan.extra)
+        if plan.layout is not None:
+            extra[layout.JOURNAL_KEY] = plan.layout.to_json()
         if not self._graph_written:
             # The full graph goes with the epoch's first plan so a later mismatch can be explained.
             extra[GRAPH_KEY] = self._graph
@@ -186,9 +189,11 @@ def replay_pending(state: JournalState, lifecycle: BatchLifecycle) -> int:
 def journaled_plan(record: PlannedRecord, ctx: StreamingContext) -> BatchPlan:
     """The `BatchPlan` a journal record stores: its flat ranges and extra data split among the
     graph's sources again, each taking its own (`InputDStream.plan_from_journal`)."""
-    extra = {k: v for k, v in record.extra.items() if k != GRAPH_KEY}
+    ours = (GRAPH_KEY, layout.JOURNAL_KEY)
+    extra = {k: v for k, v in record.extra.items() if k not in ours}
     plans = {s.name: s.plan_from_journal(record.ranges, extra) for s in ctx.inputs}
-    return BatchPlan(record.batch_time, plans)
+    journaled_layout = layout.TaskLayout.from_json(record.extra.get(layout.JOURNAL_KEY))
+    return BatchPlan(record.batch_time, plans, journaled_layout)
 
 
 def first_new_batch_time(state: JournalState, interval_ms: int, clock_ms: int | None = None) -> int:
@@ -241,7 +246,10 @@ def _stream_change(before: dict[str, Any], after: dict[str, Any]) -> str:
     old_parts = before.get("params", {}).get("partitions")
     new_parts = after.get("params", {}).get("partitions")
     if before["kind"] == after["kind"] and old_parts != new_parts:
-        return f"stream {after['id']} ({after['kind']}) partitions {old_parts} -> {new_parts}"
+        change = f"stream {after['id']} ({after['kind']}) partitions {old_parts} -> {new_parts}"
+        if new_parts == "auto":  # a journal written when unset default_partitions meant 4
+            change += f" (set default_partitions: {old_parts} to run the journal's layout)"
+        return change
     return f"stream {after['id']} changed from {before['kind']} to {after['kind']}"
 
 

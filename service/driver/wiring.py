@@ -49,7 +49,7 @@ def make_sink(settings: Settings, name: str) -> Sink:
     return sink.build(
         SinkBuildContext(
             settings.kafka,
-            settings.default_partitions,
+            settings.fixed_partitions,
             settings.schema_registry,
             local_master=settings.spark.parsed_master.is_local,
         )

@@ -122,6 +122,7 @@ class GraphContext(Protocol):
     sc: Any
     batch_interval_ms: int
     default_partitions: int
+    auto_layout: bool
     dead_letters_enabled: bool
     input_counters: Any
     placement: OutputPlacement

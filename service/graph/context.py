@@ -18,6 +18,7 @@ from service.graph.counters import CountersParam
 from service.graph.dstream import DStream, StatefulDStream
 from service.graph.kafka_source import KafkaSource
 from service.graph.key_placement import key_placement
+from service.graph.layout import FIXED_DEFAULT_PARTITIONS
 from service.graph.placement import OutputPlacement
 from service.graph.plan import BatchPlan
 from service.graph.sources import InputDStream, KafkaInputDStream, QueueInputDStream
@@ -40,7 +41,7 @@ class StreamingContext:
         sc: Any,
         app_id: str,
         batch_interval_ms: int,
-        default_partitions: int = 4,
+        default_partitions: int | None = 4,
         sink_factory: SinkFactory | None = None,
         source_factory: SourceFactory | None = None,
     ) -> None:
@@ -50,7 +51,10 @@ class StreamingContext:
         self.sc = sc
         self.app_id = app_id
         self.batch_interval_ms = batch_interval_ms
-        self.default_partitions = default_partitions
+        # None leaves the layout to dstreams (`service.graph.layout`); stateful operators, whose
+        # state is partitioned by it, then keep a fixed default.
+        self.auto_layout = default_partitions is None
+        self.default_partitions = default_partitions or FIXED_DEFAULT_PARTITIONS
         self.streams: list[Node] = []
         self.inputs: list[InputDStream] = []
         self.outputs: list[OutputOperation] = []

@@ -164,10 +164,14 @@ class DStream:
         self, function: Callable[[Any, Any], Any], num_partitions: int | None = None
     ) -> DStream:
         """Combines values per key, map-side first, into a fixed number of partitions."""
-        parts = self._partitions(num_partitions)
-        stream = self._pipe("reduce_by_key", lambda rdd: rdd.reduceByKey(function, parts))
-        stream.params["partitions"] = parts
-        return stream
+        return ShuffledDStream(
+            self.ctx,
+            [self],
+            "reduce_by_key",
+            self._shuffle_partitions(num_partitions),
+            lambda rdds, parts: rdds[0].reduceByKey(function, parts),
+            partial(functions.combine_in_partition, functions.identity, function),
+        )
 
     def combine_by_key(
         self,
@@ -176,22 +180,29 @@ class DStream:
         merge_combiners: Callable[[Any, Any], Any],
         num_partitions: int | None = None,
     ) -> DStream:
-        parts = self._partitions(num_partitions)
-        stream = self._pipe(
+        return ShuffledDStream(
+            self.ctx,
+            [self],
             "combine_by_key",
-            lambda rdd: rdd.combineByKey(create, merge_value, merge_combiners, parts),
+            self._shuffle_partitions(num_partitions),
+            lambda rdds, parts: rdds[0].combineByKey(create, merge_value, merge_combiners, parts),
+            partial(functions.combine_in_partition, create, merge_value),
         )
-        stream.params["partitions"] = parts
-        return stream
 
     def count_by_value(self, num_partitions: int | None = None) -> DStream:
         return self.map(functions.pair_with_one).reduce_by_key(functions.add, num_partitions)
 
     def group_by_key(self, num_partitions: int | None = None) -> DStream:
-        parts = self._partitions(num_partitions)
-        stream = self._pipe("group_by_key", lambda rdd: rdd.groupByKey(parts).mapValues(list))
-        stream.params["partitions"] = parts
-        return stream
+        return ShuffledDStream(
+            self.ctx,
+            [self],
+            "group_by_key",
+            self._shuffle_partitions(num_partitions),
+            lambda rdds, parts: rdds[0].groupByKey(parts).mapValues(list),
+            partial(
+                functions.combine_in_partition, functions.singleton_list, functions.append_value
+            ),
+        )
 
     def count(self) -> DStream:
         """A stream of one element per batch: the number of rows in it (0 for an empty batch)."""
@@ -228,13 +239,11 @@ class DStream:
 
     def join(self, other: DStream, num_partitions: int | None = None) -> DStream:
         """Inner join of two pair streams, batch by batch."""
-        parts = self._partitions(num_partitions)
-        return InnerJoinDStream(self.ctx, self, other, parts)
+        return InnerJoinDStream(self.ctx, self, other, self._shuffle_partitions(num_partitions))
 
     def left_outer_join(self, other: DStream, num_partitions: int | None = None) -> DStream:
         """Every pair of this stream with the matching values of `other` (None where none)."""
-        parts = self._partitions(num_partitions)
-        return LeftOuterJoinDStream(self.ctx, self, other, parts)
+        return LeftOuterJoinDStream(self.ctx, self, other, self._shuffle_partitions(num_partitions))
 
     # --- stateful operators (computations in service.graph.window and service.graph.state) -
     # Durations are in milliseconds of batch time and multiples of the batch interval.
@@ -391,6 +400,12 @@ class DStream:
     def _partitions(self, requested: int | None) -> int:
         return requested if requested is not None else self.ctx.default_partitions
 
+    def _shuffle_partitions(self, requested: int | None) -> int | None:
+        """A stateless shuffle's partitions; None: each batch's layout decides."""
+        if requested is None and self.ctx.auto_layout:
+            return None
+        return self._partitions(requested)
+
 
 class TransformedDStream(DStream):
     """A stream computed from its parents' RDDs of the same batch by one step."""
@@ -404,6 +419,53 @@ class TransformedDStream(DStream):
         return self._step(rdds, plan.batch_time)
 
 
+Shuffle = Callable[[list[RDD], int], RDD]
+
+
+class ShuffledDStream(DStream):
+    """A stateless shuffle into `partitions`, or, where the job left it unsized (None), into
+    as many as the batch's journaled layout says (`service.graph.layout`).
+
+    A layout of one task over one input partition needs no shuffle: `in_partition` (a
+    key-wise combine of one partition's rows, for one parent) computes the same rows without
+    the shuffle's stage, which costs a small batch about a third of its Spark job. The choice
+    depends on the journaled layout and the plan's input partitions alone, so a replay makes it
+    the same way."""
+
+    def __init__(
+        self,
+        ctx: GraphContext,
+        parents: list[DStream],
+        kind: str,
+        partitions: int | None,
+        shuffle: Shuffle,
+        in_partition: Callable[[Iterable[Any]], Iterable[Any]] | None = None,
+    ) -> None:
+        super().__init__(ctx, parents, kind)
+        self.partitions = partitions
+        self._shuffle = shuffle
+        self._in_partition = in_partition
+        self.params["partitions"] = "auto" if partitions is None else partitions
+
+    def partitions_at(self, plan: BatchPlan) -> int:
+        if self.partitions is not None:
+            return self.partitions
+        return plan.layout.tasks if plan.layout is not None else self.ctx.default_partitions
+
+    def compute(self, plan: BatchPlan) -> RDD:
+        rdds = [parent.rdd_at(plan) for parent in self.parents]
+        partitions = self.partitions_at(plan)
+        if self._needs_no_shuffle(partitions, rdds):
+            assert self._in_partition is not None  # noqa: S101 - checked by _needs_no_shuffle
+            return rdds[0].mapPartitions(self._in_partition)
+        return self._shuffle(rdds, partitions)
+
+    def _needs_no_shuffle(self, partitions: int, rdds: list[RDD]) -> bool:
+        if self._in_partition is None or self.partitions is not None or partitions != 1:
+            return False
+        return len(rdds) == 1 and rdds[0].getNumPartitions() == 1
+
+
 class GeneratingDStream(TransformedDStream):
     """A step that may produce rows from an empty input (`transform`, `count`): never skipped."""
 
@@ -411,34 +473,36 @@ class GeneratingDStream(TransformedDStream):
         return False
 
 
-class InnerJoinDStream(TransformedDStream):
+class InnerJoinDStream(ShuffledDStream):
     """An inner join: empty as soon as either side is, since every row needs a match."""
 
-    def __init__(self, ctx: GraphContext, left: DStream, right: DStream, partitions: int) -> None:
-        super().__init__(ctx, [left, right], "join", partial(_join, partitions))
-        self.params["partitions"] = partitions
+    def __init__(
+        self, ctx: GraphContext, left: DStream, right: DStream, partitions: int | None
+    ) -> None:
+        super().__init__(ctx, [left, right], "join", partitions, _join)
 
     def is_empty(self, plan: BatchPlan) -> bool:
         return any(parent.is_empty(plan) for parent in self.parents)
 
 
-class LeftOuterJoinDStream(TransformedDStream):
+class LeftOuterJoinDStream(ShuffledDStream):
     """A left outer join: every left row appears, so it is empty exactly when the left is."""
 
-    def __init__(self, ctx: GraphContext, left: DStream, right: DStream, partitions: int) -> None:
-        super().__init__(ctx, [left, right], "left_outer_join", partial(_left_join, partitions))
-        self.params["partitions"] = partitions
+    def __init__(
+        self, ctx: GraphContext, left: DStream, right: DStream, partitions: int | None
+    ) -> None:
+        super().__init__(ctx, [left, right], "left_outer_join", partitions, _left_join)
 
     def is_empty(self, plan: BatchPlan) -> bool:
         return self.parents[0].is_empty(plan)
 
 
-def _join(partitions: int, rdds: list[RDD], _batch_time: int) -> RDD:
+def _join(rdds: list[RDD], partitions: int) -> RDD:
     left, right = rdds
     return left.join(right, partitions)
 
 
-def _left_join(partitions: int, rdds: list[RDD], _batch_time: int) -> RDD:
+def _left_join(rdds: list[RDD], partitions: int) -> RDD:
     left, right = rdds
     return left.leftOuterJoin(right, partitions)
 

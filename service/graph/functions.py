@@ -87,3 +87,31 @@ def words_of(line: str) -> list[str]:
     ['hello', 'world']
     """
     return line.lower().split()
+
+
+def combine_in_partition(
+    create: Callable[[Any], Any], merge_value: Callable[[Any, Any], Any], pairs: Iterable[Any]
+) -> Iterator[tuple[Any, Any]]:
+    """A whole `combineByKey` inside one partition, keys in the order first seen: what a
+    one-partition shuffle of one partition computes, without the shuffle's stage.
+
+    >>> list(combine_in_partition(singleton_list, append_value, [("a", 1), ("b", 2), ("a", 3)]))
+    [('a', [1, 3]), ('b', [2])]
+    """
+    combined: dict[Any, Any] = {}
+    for key, value in pairs:
+        combined[key] = merge_value(combined[key], value) if key in combined else create(value)
+    return iter(combined.items())
+
+
+def identity(value: T) -> T:
+    return value
+
+
+def singleton_list(value: T) -> list[T]:
+    return [value]
+
+
+def append_value(values: list[T], value: T) -> list[T]:
+    values.append(value)
+    return values

@@ -22,6 +22,7 @@ from typing import Any
 
 from connectors.offsets import OffsetRange
 from service.errors import DStreamsError
+from service.graph.layout import TaskLayout
 
 
 class PlanError(DStreamsError):
@@ -61,6 +62,9 @@ class BatchPlan:
 
     batch_time: int
     sources: Mapping[str, SourcePlan] = field(default_factory=dict)
+    layout: TaskLayout | None = None
+    """The tasks dstreams chose for what the job left unsized (`service.graph.layout`); None
+    where the job sized everything, or the plan was journaled before layouts were."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "sources", dict(self.sources))

@@ -216,7 +216,7 @@ class KafkaInputDStream(InputDStream):
         pieces = split_ranges(ranges, source.min_partitions)
         if not pieces:
             return self.ctx.sc.emptyRDD()
-        groups = pack_ranges(pieces, source.max_partitions)
+        groups = pack_ranges(pieces, self.read_tasks(plan))
         slices = self.ctx.sc.parallelize(groups, len(groups))
         counters = self.ctx.input_counters
         values_only = not self._needs_metadata()
@@ -235,6 +235,13 @@ class KafkaInputDStream(InputDStream):
             # dropped would be read again. `forget` releases it after the batch.
             rdd = persist(rdd)
         return rdd
+
+    def read_tasks(self, plan: BatchPlan) -> int | None:
+        """The most tasks that read `plan`: the source's `max_partitions`, else the batch's
+        layout (never below `min_partitions`); None: one per piece."""
+        if self.source.max_partitions is not None or plan.layout is None:
+            return self.source.max_partitions
+        return max(plan.layout.tasks, self.source.min_partitions)
 
     def values(self) -> DStream:
         """The decoded values of the records that decoded."""

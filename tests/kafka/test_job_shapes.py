@@ -195,10 +195,12 @@ def test_new_partitions_and_topics_matching_a_pattern_are_read_once(
     sinks = {name: checks.sink_config(app, name, postgres_dsn, files) for name in outputs}
     job = "tests.kafka.shape_jobs:build_growing"
     config = checks.service_config(app, job, kafka_bootstrap, sources, sinks, tmp_path)
+    del config["default_partitions"]  # the layout a user gets: chosen per batch, journaled
 
-    # The driver dies inside a Kafka transaction after the growth (the first batch commits 4),
-    # and its successor replays that batch from the journaled plan: as many tasks again.
-    driver = driver_of(config, {"DSTREAMS_CRASH_AT": "sink-mid-write", "DSTREAMS_CRASH_AFTER": "7"})
+    # The driver dies inside a Kafka transaction after the growth (the first batch commits 2: a
+    # small batch is one task per output), and its successor replays that batch from the
+    # journaled plan, in the journaled layout.
+    driver = driver_of(config, {"DSTREAMS_CRASH_AT": "sink-mid-write", "DSTREAMS_CRASH_AFTER": "3"})
     _wait_drained(driver, tmp_path, written, "the first lines")
     admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
     admin.create_partitions([NewPartitions(grow, 6)])[grow].result(30)
@@ -223,6 +225,10 @@ def test_new_partitions_and_topics_matching_a_pattern_are_read_once(
     assert not wrong, "\n".join(wrong)
     read = {(r.topic, r.partition) for r in _all_ranges(tmp_path) if r.count}
     assert read >= {(grow, p) for p in range(6)} | {(second, p) for p in range(3)}
+    # Every batch was planned with its layout (small batches: one task) and run in it.
+    state = checks.journal_state(tmp_path)
+    assert {plan.extra.get("layout", {}).get("tasks") for plan in state.planned.values()} == {1}
+    assert {n for done in state.completed.values() for n in done.partitions.values()} <= {0, 1}
 
 
 def _lines(prefix: str, count: int) -> list[str]:

@@ -18,6 +18,8 @@ from service.driver.wiring import make_kafka_source
 from service.errors import ConfigError
 from service.graph.context import StreamingContext
 from service.graph.kafka_source import KafkaSource
+from service.graph.layout import TaskLayout
+from service.graph.plan import BatchPlan, SourcePlan
 
 BASE: dict[str, Any] = {
     "app_id": "wc",
@@ -109,3 +111,30 @@ def test_the_stream_describes_its_source_as_the_graph_always_did(tmp_path: Path)
 def test_partition_bounds_are_refused_when_the_source_is_made() -> None:
     with pytest.raises(ConfigError, match=r"source 'lines': max_partitions \(1\) is below"):
         KafkaSource("lines", {}, topics=("a",), min_partitions=2, max_partitions=1)
+
+
+@pytest.mark.parametrize(
+    ("min_partitions", "max_partitions", "layout", "read_tasks"),
+    [
+        (1, None, None, None),  # a plan journaled before layouts: one task per offset range
+        (1, None, TaskLayout(2), 2),  # the batch's layout
+        (3, None, TaskLayout(2), 3),  # never below min_partitions
+        (1, 5, TaskLayout(2), 5),  # max_partitions, set by the job, wins
+    ],
+)
+def test_a_sources_read_tasks_follow_its_bounds_then_the_batchs_layout(
+    tmp_path: Path,
+    min_partitions: int,
+    max_partitions: int | None,
+    layout: TaskLayout | None,
+    read_tasks: int | None,
+) -> None:
+    source = KafkaSource(
+        "lines", {}, topics=("a",), min_partitions=min_partitions, max_partitions=max_partitions
+    )
+    ctx = StreamingContext(None, "wc", 1000, None, source_factory=lambda _name: source)
+    try:
+        stream = ctx.kafka_records("lines")
+        assert stream.read_tasks(BatchPlan(1000, {"lines": SourcePlan()}, layout)) == read_tasks
+    finally:
+        ctx.close()

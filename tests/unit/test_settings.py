@@ -58,7 +58,8 @@ def test_minimal_file_gets_every_default(tmp_path: Path) -> None:
     settings = load_settings(write(tmp_path, MINIMAL), {})
     assert settings.app_id == "wordcount"
     assert settings.batch_interval_ms == 1000
-    assert settings.default_partitions == 4
+    assert settings.default_partitions is None  # each batch sized by service.graph.layout
+    assert settings.fixed_partitions == 4
     assert settings.spark.master == "local[2]"
     assert settings.http.port == 8080
     assert settings.journal.type == "file"
