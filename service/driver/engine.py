@@ -174,13 +174,10 @@ class Service:
         assert self.ctx is not None  # noqa: S101 - built by the checks
         ctx = self.ctx
         rule = describe_layout(ctx.auto_layout, ctx.default_partitions, self.sc.defaultParallelism)
-        on_driver = {
-            o.name: getattr(getattr(o, "sink", None), "writes_on_driver", None) for o in ctx.outputs
-        }
         writers = [
-            f"{name} from the {'driver' if driver else 'executors'}"
-            for name, driver in on_driver.items()
-            if driver is not None  # only Kafka sinks say where their transactions run
+            f"{output.name} from the {'driver' if output.writes_on_driver else 'executors'}"
+            for output in ctx.outputs
+            if output.kafka_needs(ctx.app_id).topics
         ]
         kafka = f"; Kafka outputs write {', '.join(writers)}" if writers else ""
         log.info("task layout: %s%s", rule, kafka)

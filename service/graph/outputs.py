@@ -77,6 +77,10 @@ class SinkOutput:
     def kafka_needs(self, app: str) -> KafkaNeeds:
         return self.sink.kafka_needs(app, self.name)
 
+    @property
+    def writes_on_driver(self) -> bool:
+        return self.sink.writes_on_driver
+
     def run(self, app: str, plan: BatchPlan) -> OutputResult:
         if self.stream.is_empty(plan):
             return OutputResult(self.name, 0, 0, 0)
@@ -184,6 +188,11 @@ class ForeachBatchOutput:
     def kafka_needs(self, app: str) -> KafkaNeeds:
         """Nothing the driver can know of: the function owns its destination."""
         return NO_KAFKA
+
+    @property
+    def writes_on_driver(self) -> bool:
+        """The function runs on the driver (whatever Spark jobs it starts)."""
+        return True
 
     def run(self, app: str, plan: BatchPlan) -> OutputResult:
         started = time.monotonic()
