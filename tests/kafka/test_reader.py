@@ -372,6 +372,11 @@ def test_metadata_partitions_timestamps_and_committed_offsets(
         assert at == {(topic, 0): 3, (topic, 1): None}
         committed = metadata.committed_offsets([(topic, 0), (topic, 1)])
         assert committed == {(topic, 0): 4, (topic, 1): None}
+        # Every partition's watermarks from one pair of requests, across topics.
+        marks = metadata.watermarks([(topic, 0), (topic, 1), (other, 0)])
+        assert set(marks) == {(topic, 0), (topic, 1), (other, 0)}
+        assert [low for low, _ in marks.values()] == [0, 0, 0]
+        assert sum(high for _, high in marks.values()) == 5
 
 
 def _commit(bootstrap: str, group: str, topic: str, partition: int, offset: int) -> None:
