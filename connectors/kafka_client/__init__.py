@@ -2,8 +2,7 @@
 
 - `errors`: what a client error means (`classify`: fenced, fatal, permanent, retriable,
   transient) and `TopicRole`, which names a topic and the error to raise in failures about it.
-- `watermarks`: `end_offsets` of a partition, waiting out a leader failover; `partition_watermarks`
-  of many partitions in two requests.
+- `watermarks`: `end_offsets` of a partition, waiting out a leader failover.
 - `admin`: legal topic names, what the metadata says of topics, `ensure_topic` (create, reconcile
   the partition count, wait for leaders: the one create-and-wait helper) and the brokers'
   settings (`broker_setting`, the transaction time limit).
@@ -52,7 +51,6 @@ from connectors.kafka_client.factory import (
     JAVA_PLACEMENT,
     ClientConf,
     admin_config,
-    connection_config,
     consumer_config,
     idempotent_producer_config,
     new_admin_client,
@@ -69,7 +67,7 @@ from connectors.kafka_client.transactions import (
     discard,
     reinitialised,
 )
-from connectors.kafka_client.watermarks import TRY_TIMEOUT_S, end_offsets, partition_watermarks
+from connectors.kafka_client.watermarks import TRY_TIMEOUT_S, end_offsets
 
 __all__ = [
     "ADMIN_TIMEOUT_S",
@@ -89,7 +87,6 @@ __all__ = [
     "TopicSpec",
     "TopicState",
     "admin_config",
-    "connection_config",
     "broker_setting",
     "broker_transaction_limit",
     "check_topic_name",
@@ -100,7 +97,6 @@ __all__ = [
     "describe_topics",
     "discard",
     "end_offsets",
-    "partition_watermarks",
     "ensure_topic",
     "idempotent_producer_config",
     "is_fatal",

@@ -91,16 +91,6 @@ def idempotent_producer_config(
     return {**conf, **_role(settings), "enable.idempotence": True}
 
 
-def connection_config(conf: ClientConf) -> dict[str, Any]:
-    """Only the connection settings of a client's `conf`: an admin client made beside a consumer
-    would warn about each consumer property it ignores.
-
-    >>> connection_config({"bootstrap.servers": "b:9092", "group.id": "g", "sasl.mechanism": "X"})
-    {'bootstrap.servers': 'b:9092', 'sasl.mechanism': 'X'}
-    """
-    return {key: value for key, value in conf.items() if key.startswith(_CONNECTION_PREFIXES)}
-
-
 def admin_config(conf: ClientConf, *, settings: ClientConf = _NOTHING) -> dict[str, Any]:
     """An admin client's configuration: `conf`, then `settings`."""
     return {**conf, **_role(settings)}
