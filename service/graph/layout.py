@@ -29,9 +29,11 @@ from typing import Any
 # Partitions of what the job left unsized but cannot follow one batch's size: stateful operators
 # (their state is partitioned by it) and the topics dstreams creates.
 FIXED_DEFAULT_PARTITIONS = 4
-# Records below which another task costs more than it saves: a word-count task handles about
-# 5,000 lines in the ~15 ms one more task costs (bench/latency_bench.py prints both).
-RECORDS_PER_TASK = 5_000
+# Records below which another task costs more than it saves. A second task costs ~15 ms, and
+# for a keyed combine a shuffle stage too (~20 ms; one task over one partition needs none), while
+# a word-count task reads and counts ~6,000 lines in 15 ms. At 12,500-line batches (50,000
+# lines/s, 250 ms) one task ran the job in 50 ms where two took 92 ms (bench/latency_bench.py).
+RECORDS_PER_TASK = 20_000
 # The journal's key for it, beside the sources' own keys (which are prefixed by their names).
 JOURNAL_KEY = "layout"
 
@@ -65,7 +67,7 @@ def describe_layout(auto: bool, default_partitions: int, cores: int) -> str:
     """The layout rule a driver runs with, for its start-up log.
 
     >>> print(describe_layout(True, 4, 2))  # doctest: +NORMALIZE_WHITESPACE
-    each batch in 1 task per 5,000 records, at most 2 (the cores Spark offers), for reads and
+    each batch in 1 task per 20,000 records, at most 2 (the cores Spark offers), for reads and
     stateless shuffles the job left unsized; stateful operators 4 partitions
     >>> print(describe_layout(False, 8, 2))  # doctest: +NORMALIZE_WHITESPACE
     default_partitions 8 for every shuffle the job left unsized; one read task per offset

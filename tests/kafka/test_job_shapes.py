@@ -229,7 +229,7 @@ def test_new_partitions_and_topics_matching_a_pattern_are_read_once(
     # batches: one task) and run in it.
     layouts = [line for line in driver.log_path.read_text().splitlines() if "task layout: " in line]
     assert len(layouts) == 2, layouts
-    assert all("1 task per 5,000 records, at most 2" in line for line in layouts), layouts
+    assert all("1 task per 20,000 records, at most 2" in line for line in layouts), layouts
     state = checks.journal_state(tmp_path)
     assert {plan.extra.get("layout", {}).get("tasks") for plan in state.planned.values()} == {1}
     assert {n for done in state.completed.values() for n in done.partitions.values()} <= {0, 1}
