@@ -164,7 +164,8 @@ class Service:
         self.observer.recovered(recovered.seconds, recovered.replayed_batches)
         self.observer.ready_after_first_batch()
         if not self.scheduler.stopping.is_set():
-            self.scheduler.run(recovered.next_batch_time, self._run_batch)
+            started = self.scheduler.clock() if recovered.fresh_start else None
+            self.scheduler.run(recovered.next_batch_time, self._run_batch, due_since_ms=started)
         journal.close()
         log.info("stopped gracefully")
         return EXIT_OK

@@ -28,7 +28,7 @@ from typing import Any
 
 from connectors.offsets import OffsetRange
 from service.driver.lifecycle import BatchLifecycle
-from service.driver.scheduler import align_up, now_ms
+from service.driver.scheduler import align_down, now_ms
 from service.errors import GraphChanged
 from service.graph import layout
 from service.graph.context import StreamingContext
@@ -89,6 +89,8 @@ class RecoveryResult:
     seconds: float
     recomputed_batches: int = 0
     """Completed batches after the checkpoint whose state was recomputed (no output rerun)."""
+    fresh_start: bool = False
+    """The journal held no planned batch: `next_batch_time` is the boundary just passed."""
 
 
 def recover(
@@ -110,7 +112,8 @@ def recover(
         next_time,
         seconds,
     )
-    return RecoveryResult(epoch, replayed, next_time, seconds, recomputed)
+    fresh = state.last_planned is None
+    return RecoveryResult(epoch, replayed, next_time, seconds, recomputed, fresh)
 
 
 def check_before_start(journal: Journal, ctx: StreamingContext) -> JournalState:
@@ -197,12 +200,13 @@ def journaled_plan(record: PlannedRecord, ctx: StreamingContext) -> BatchPlan:
 
 
 def first_new_batch_time(state: JournalState, interval_ms: int, clock_ms: int | None = None) -> int:
-    """A fresh start waits for the next interval. A restart carries on at the interval after the
-    last planned batch, however long ago that was: every interval of the down time is a batch
-    (due at once), so windows and timeouts see batch time without holes."""
+    """A fresh start runs its first batch at once, as the interval boundary just passed: waiting
+    for the next one would add up to an interval to every start-up. A restart carries on at the
+    interval after the last planned batch, however long ago that was: every interval of the down
+    time is a batch (due at once), so windows and timeouts see batch time without holes."""
     last = state.last_planned
     if last is None:
-        return align_up(clock_ms if clock_ms is not None else now_ms(), interval_ms)
+        return align_down(clock_ms if clock_ms is not None else now_ms(), interval_ms)
     return last.batch_time + interval_ms
 
 

@@ -64,13 +64,13 @@ class BatchClock:
         return max(0, behind)
 
 
-def align_up(time_ms: int, interval_ms: int) -> int:
-    """The first batch time at or after `time_ms` (batch times are multiples of the interval).
+def align_down(time_ms: int, interval_ms: int) -> int:
+    """The last batch time at or before `time_ms`.
 
-    >>> align_up(1_234, 1_000), align_up(2_000, 1_000), align_up(0, 500)
-    (2000, 2000, 0)
+    >>> align_down(1_234, 1_000), align_down(2_000, 1_000), align_down(499, 500)
+    (1000, 2000, 0)
     """
-    return -(-time_ms // interval_ms) * interval_ms
+    return time_ms // interval_ms * interval_ms
 
 
 class Scheduler:
@@ -90,10 +90,21 @@ class Scheduler:
         self.stopping.set()
 
     def run(
-        self, first_batch_time: int, run_batch: RunBatch, max_batches: int | None = None
+        self,
+        first_batch_time: int,
+        run_batch: RunBatch,
+        max_batches: int | None = None,
+        *,
+        due_since_ms: int | None = None,
     ) -> int:
-        """Runs batches until stopped (or `max_batches` ran); returns the next batch time."""
+        """Runs batches until stopped (or `max_batches` ran); returns the next batch time.
+
+        `due_since_ms`: the batch-clock time from which the first batch counts as waiting, when
+        that is later than its batch time. A fresh start's first batch is the boundary just
+        passed (`recovery.first_new_batch_time`); it waited for nothing before the driver was
+        up, so its scheduling delay (which backpressure reads as a backlog) starts at zero."""
         batch_time = first_batch_time
+        waiting_since = max(first_batch_time, due_since_ms or first_batch_time)
         behind_ms = self.clock.not_before(first_batch_time - self.interval_ms)
         if behind_ms > self.interval_ms:
             log.warning(
@@ -108,7 +119,7 @@ class Scheduler:
             if wait_ms > 0 and self.wait(wait_ms / 1000):
                 break
             self.last_tick = time.monotonic()
-            delay_s = max(0, self.clock() - batch_time) / 1000
+            delay_s = max(0, self.clock() - max(batch_time, waiting_since)) / 1000
             run_batch(batch_time, delay_s)
             self.last_tick = time.monotonic()
             batch_time += self.interval_ms

@@ -209,9 +209,10 @@ def test_compact_is_idempotent() -> None:
     assert compact(once) == once
 
 
-def test_fresh_start_waits_for_the_next_interval() -> None:
+def test_fresh_start_runs_at_the_boundary_just_passed() -> None:
     state = JournalState.from_records([])
-    assert first_new_batch_time(state, 1000, clock_ms=12_300) == 13_000
+    assert first_new_batch_time(state, 1000, clock_ms=12_300) == 12_000
+    assert first_new_batch_time(state, 1000, clock_ms=12_999) == 12_000
     assert first_new_batch_time(state, 1000, clock_ms=12_000) == 12_000
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from service.driver.scheduler import BatchClock, Scheduler, align_up
+from service.driver.scheduler import BatchClock, Scheduler, align_down
 
 HOUR_MS = 3_600_000
 
@@ -52,10 +52,36 @@ class FakeTime:
         return seen
 
 
-def test_align_up() -> None:
-    assert align_up(1000, 1000) == 1000
-    assert align_up(1001, 1000) == 2000
-    assert align_up(0, 500) == 0
+def test_align_down() -> None:
+    assert align_down(1000, 1000) == 1000
+    assert align_down(1999, 1000) == 1000
+    assert align_down(499, 500) == 0
+
+
+def test_a_fresh_start_runs_its_first_batch_at_once_with_no_delay() -> None:
+    # The driver is up at 12,700: batch 12,000 runs at once; it waited for nothing, so its delay
+    # counts from 12,700, while the next batch, 13,000, waits for its boundary as usual.
+    from service.driver.recovery import first_new_batch_time
+    from service.journal.base import JournalState
+
+    time = FakeTime(12_700)
+    first = first_new_batch_time(JournalState.from_records([]), 1000, clock_ms=12_700)
+    seen: list[tuple[int, float]] = []
+
+    def batch(batch_time: int, delay_s: float) -> None:
+        seen.append((batch_time, delay_s))
+        time.pass_ms(100)
+
+    time.scheduler().run(first, batch, max_batches=2, due_since_ms=12_700)
+    assert seen == [(12_000, 0.0), (13_000, 0.0)]
+    assert time.waited_ms == 200  # from 12,800 to 13,000; none before the first batch
+
+
+def test_without_due_since_a_past_first_batch_reports_its_whole_delay() -> None:
+    time = FakeTime(12_700)
+    seen: list[tuple[int, float]] = []
+    time.scheduler().run(12_000, lambda t, d: seen.append((t, d)), max_batches=1)
+    assert seen == [(12_000, 0.7)]
 
 
 def test_overrun_batches_queue_and_report_their_delay() -> None:
