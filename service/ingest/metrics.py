@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry
 
 from service import __version__
+from service.observe.declare import Declare
 from service.observe.metrics import add_process_collectors, under_replicated_gauge
 
 OUTCOMES = (
@@ -36,28 +37,27 @@ class IngestMetrics:
         self.registry = r = CollectorRegistry(auto_describe=True)
         if process_metrics:
             add_process_collectors(r)
-        self._requests = Counter(
+        declare = Declare(r)
+        self._requests = declare.counter(
             "dstreams_ingest_requests_total",
             "Ingest requests answered, by source and outcome.",
-            ["source", "outcome"],
-            registry=r,
+            "source",
+            "outcome",
         )
-        self._records = Counter(
+        self._records = declare.counter(
             "dstreams_ingest_records_total",
             "Records acknowledged by the in-sync replicas, by source.",
-            ["source"],
-            registry=r,
+            "source",
         )
-        self._duplicates = Counter(
+        self._duplicates = declare.counter(
             "dstreams_ingest_duplicates_suppressed_total",
             "Requests answered from their idempotency key without writing again, by source.",
-            ["source"],
-            registry=r,
+            "source",
         )
-        self._declare_state_metrics(r)
+        self._declare_state_metrics(declare)
         self._under_replicated = under_replicated_gauge(r)
-        info = Gauge(
-            "dstreams_build_info", "Always 1; the labels name the build.", ["version"], registry=r
+        info = declare.gauge(
+            "dstreams_build_info", "Always 1; the labels name the build.", "version"
         )
         info.labels(__version__).set(1)
         for source in sources:
@@ -66,27 +66,23 @@ class IngestMetrics:
             for outcome in OUTCOMES:
                 self._requests.labels(source, outcome)  # at 0, so rate() works at once
 
-    def _declare_state_metrics(self, r: CollectorRegistry) -> None:
-        self._ack = Histogram(
+    def _declare_state_metrics(self, declare: Declare) -> None:
+        self._ack = declare.histogram(
             "dstreams_ingest_ack_seconds",
             "Time from a request's submission to its acknowledgement by the in-sync replicas.",
-            buckets=ACK_BUCKETS,
-            registry=r,
+            ACK_BUCKETS,
         )
-        self._in_flight = Gauge(
+        self._in_flight = declare.gauge(
             "dstreams_ingest_in_flight_requests",
             "Requests being read or waiting for acknowledgement.",
-            registry=r,
         )
-        self._ready = Gauge(
+        self._ready = declare.gauge(
             "dstreams_ingest_ready",
             "1 while requests are taken (producer ready, idempotency keys loaded), else 0.",
-            registry=r,
         )
-        self._keys = Gauge(
+        self._keys = declare.gauge(
             "dstreams_ingest_idempotency_keys",
             "Idempotency keys remembered (acknowledged within ingest.key_retention_ms).",
-            registry=r,
         )
 
     def answered(self, source: str, outcome: str) -> None:

@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import CollectorRegistry
 
 from service.graph.dstream import StatefulDStream
 from service.graph.event_window import EventTimeFigures, EventWindow
+from service.observe.declare import Declare
 
 
 def event_time_figures(streams: Iterable[StatefulDStream]) -> dict[str, tuple[str, Any]]:
@@ -31,39 +32,35 @@ def event_time_figures(streams: Iterable[StatefulDStream]) -> dict[str, tuple[st
 
 class EventTimeMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
-        r = registry
-        self._watermark = Gauge(
+        declare = Declare(registry)
+        self._watermark = declare.gauge(
             "dstreams_event_watermark_timestamp_seconds",
             "Event-time watermark (newest event time seen minus the slack), seconds since epoch.",
-            ["stream"],
-            registry=r,
+            "stream",
         )
-        self._lag = Gauge(
+        self._lag = declare.gauge(
             "dstreams_event_watermark_lag_seconds",
             "Latest batch time minus the event-time watermark.",
-            ["stream"],
-            registry=r,
+            "stream",
         )
-        self._open = Gauge(
-            "dstreams_event_open_windows", "Event-time windows held open.", ["stream"], registry=r
+        self._open = declare.gauge(
+            "dstreams_event_open_windows", "Event-time windows held open.", "stream"
         )
-        self._emitted = Counter(
+        self._emitted = declare.counter(
             "dstreams_event_windows_emitted_total",
             "Event-time window results emitted (first emissions and corrections).",
-            ["stream"],
-            registry=r,
+            "stream",
         )
-        self._corrections = Counter(
+        self._corrections = declare.counter(
             "dstreams_event_corrections_total",
             "Event-time window results emitted again with a higher revision (late records).",
-            ["stream"],
-            registry=r,
+            "stream",
         )
-        self._late = Counter(
+        self._late = declare.counter(
             "dstreams_event_late_records_total",
             "Records too late for every window they belong to, dropped or sent to dead letters.",
-            ["stream", "action"],
-            registry=r,
+            "stream",
+            "action",
         )
         self._seen: dict[str, EventTimeFigures] = {}
 

@@ -16,16 +16,15 @@ import math
 
 from prometheus_client import (
     CollectorRegistry,
-    Counter,
     Gauge,
     GCCollector,
-    Histogram,
     PlatformCollector,
     ProcessCollector,
     generate_latest,
 )
 
 from service import __version__
+from service.observe.declare import Declare
 from service.observe.event_time_metrics import EventTimeMetrics
 from service.observe.state_metrics import StateMetrics
 
@@ -57,12 +56,12 @@ JOURNAL_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0
 def under_replicated_gauge(registry: CollectorRegistry) -> Gauge:
     """`dstreams_topic_under_replicated{topic, role}`: the start-up replication check's result,
     shared by the driver's and the ingest endpoint's registries."""
-    return Gauge(
+    return Declare(registry).gauge(
         "dstreams_topic_under_replicated",
         "1 when a topic has fewer replicas or a lower min.insync.replicas than "
         "kafka.min_replication_factor / kafka.min_insync_replicas at start-up, else 0.",
-        ["topic", "role"],
-        registry=registry,
+        "topic",
+        "role",
     )
 
 
@@ -80,189 +79,162 @@ class Metrics:
         self.registry = CollectorRegistry(auto_describe=True)
         if process_metrics:
             add_process_collectors(self.registry)
-        self._declare_batch_metrics()
-        self._declare_breakdown_metrics()
-        self._declare_record_metrics()
-        self._declare_delivery_metrics()
-        self._declare_sink_client_metrics()
-        self._declare_driver_metrics()
+        declare = Declare(self.registry)
+        self._declare_batch_metrics(declare)
+        self._declare_breakdown_metrics(declare)
+        self._declare_record_metrics(declare)
+        self._declare_delivery_metrics(declare)
+        self._declare_sink_client_metrics(declare)
+        self._declare_driver_metrics(declare)
         self.state = StateMetrics(self.registry)
         self.event_time = EventTimeMetrics(self.registry)
-        build_info = Gauge(
+        build_info = declare.gauge(
             "dstreams_build_info",
             "Always 1; the labels name the running dstreams build.",
-            ["version"],
-            registry=self.registry,
+            "version",
         )
         build_info.labels(version).set(1)
 
-    def _declare_batch_metrics(self) -> None:
-        r = self.registry
-        self._batches = Counter(
-            "dstreams_batches_total", "Batches finished, by outcome.", ["outcome"], registry=r
+    def _declare_batch_metrics(self, declare: Declare) -> None:
+        self._batches = declare.counter(
+            "dstreams_batches_total", "Batches finished, by outcome.", "outcome"
         )
         for outcome in BATCH_OUTCOMES:
             self._batches.labels(outcome)  # exposed at 0 so rate() works from the first scrape
-        self._processing = Histogram(
+        self._processing = declare.histogram(
             "dstreams_batch_processing_seconds",
             "Time from a batch's start to its completion (compute, write, commit).",
-            buckets=DURATION_BUCKETS,
-            registry=r,
+            DURATION_BUCKETS,
         )
-        self._scheduling_delay = Histogram(
+        self._scheduling_delay = declare.histogram(
             "dstreams_batch_scheduling_delay_seconds",
             "Time a batch waited after its batch time before it started.",
-            buckets=DURATION_BUCKETS,
-            registry=r,
+            DURATION_BUCKETS,
         )
-        self._last_completed = Gauge(
+        self._last_completed = declare.gauge(
             "dstreams_last_completed_batch_timestamp_seconds",
             "Batch time of the latest completed batch, in seconds since the Unix epoch.",
-            registry=r,
         )
 
-    def _declare_breakdown_metrics(self) -> None:
-        r = self.registry
-        self._steps = Histogram(
+    def _declare_breakdown_metrics(self, declare: Declare) -> None:
+        self._steps = declare.histogram(
             "dstreams_batch_step_seconds",
             "Time a batch spent in one step: lifecycle steps, each Spark job of an output "
             "(spark_job), the slowest task's sink write (sink_write), each output's commit "
             "(sink_commit).",
-            ["step"],
-            buckets=STEP_BUCKETS,
-            registry=r,
+            STEP_BUCKETS,
+            "step",
         )
-        self._end_to_end = Histogram(
+        self._end_to_end = declare.histogram(
             "dstreams_end_to_end_latency_seconds",
             "From the Kafka timestamp of a batch's earliest record to the output's sink commit "
             "(the batch's oldest record), by output.",
-            ["output"],
-            buckets=LATENCY_BUCKETS,
-            registry=r,
+            LATENCY_BUCKETS,
+            "output",
         )
 
-    def _declare_record_metrics(self) -> None:
-        r = self.registry
-        self._input = Counter(
+    def _declare_record_metrics(self, declare: Declare) -> None:
+        self._input = declare.counter(
             "dstreams_input_records_total",
             "Records read from Kafka, by topic and partition.",
-            ["topic", "partition"],
-            registry=r,
+            "topic",
+            "partition",
         )
-        self._output = Counter(
-            "dstreams_output_records_total",
-            "Records committed to sinks, by output name.",
-            ["output"],
-            registry=r,
+        self._output = declare.counter(
+            "dstreams_output_records_total", "Records committed to sinks, by output name.", "output"
         )
-        self._lag = Gauge(
+        self._lag = declare.gauge(
             "dstreams_consumer_lag_records",
             "Latest offset minus the planned end of the latest batch, by topic and partition.",
-            ["topic", "partition"],
-            registry=r,
+            "topic",
+            "partition",
         )
 
-    def _declare_sink_client_metrics(self) -> None:
-        r = self.registry
-        self._partition_writes = Counter(
+    def _declare_sink_client_metrics(self, declare: Declare) -> None:
+        self._partition_writes = declare.counter(
             "dstreams_sink_partition_writes_total",
             "Partition-batches handed to a sink (committed or skipped), by output.",
-            ["output"],
-            registry=r,
+            "output",
         )
-        self._clients_opened = Counter(
+        self._clients_opened = declare.counter(
             "dstreams_sink_clients_opened_total",
             "Partition-batches whose write set up a sink client first (a Kafka sink's "
             "transactional producer: init_transactions, fencing its previous holder), by output.",
-            ["output"],
-            registry=r,
+            "output",
         )
 
-        self._outage_seconds = Counter(
+        self._outage_seconds = declare.counter(
             "dstreams_sink_outage_seconds_total",
             "Seconds batches waited for a sink's server that was unreachable, by output.",
-            ["output"],
-            registry=r,
+            "output",
         )
-        self._outage_retries = Counter(
+        self._outage_retries = declare.counter(
             "dstreams_sink_outage_retries_total",
             "Times the driver asked an unreachable sink's server again after a pause, by output.",
-            ["output"],
-            registry=r,
+            "output",
         )
-        self._sink_unreachable = Gauge(
+        self._sink_unreachable = declare.gauge(
             "dstreams_sink_unreachable",
             "1 while a batch waits for this output's sink server, else 0.",
-            ["output"],
-            registry=r,
+            "output",
         )
 
-    def _declare_delivery_metrics(self) -> None:
-        r = self.registry
-        self._duplicates = Counter(
+    def _declare_delivery_metrics(self, declare: Declare) -> None:
+        self._duplicates = declare.counter(
             "dstreams_duplicate_writes_suppressed_total",
             "Sink writes skipped because their batch key was already committed, by output.",
-            ["output"],
-            registry=r,
+            "output",
         )
-        self._dead_letters = Counter(
+        self._dead_letters = declare.counter(
             "dstreams_dead_letters_total",
             "Records sent to the dead-letter topic, by source topic.",
-            ["topic"],
-            registry=r,
+            "topic",
         )
-        self._decode_errors = Counter(
+        self._decode_errors = declare.counter(
             "dstreams_decode_errors_total",
             "Records whose value could not be decoded, by topic.",
-            ["topic"],
-            registry=r,
+            "topic",
         )
-        self._lost_offsets = Counter(
+        self._lost_offsets = declare.counter(
             "dstreams_lost_offsets_total",
             "Offsets deleted by retention before they were read (skipped), by topic and partition.",
-            ["topic", "partition"],
-            registry=r,
+            "topic",
+            "partition",
         )
-        self._rate_limit = Gauge(
+        self._rate_limit = declare.gauge(
             "dstreams_rate_limit_records_per_second",
             "Per-partition read rate in force (configured maximum or backpressure), by source.",
-            ["source"],
-            registry=r,
+            "source",
         )
 
-    def _declare_driver_metrics(self) -> None:
-        r = self.registry
-        self._journal_append = Histogram(
+    def _declare_driver_metrics(self, declare: Declare) -> None:
+        self._journal_append = declare.histogram(
             "dstreams_journal_append_seconds",
             "Time to append one record to the journal durably.",
-            buckets=JOURNAL_BUCKETS,
-            registry=r,
+            JOURNAL_BUCKETS,
         )
         # A gauge, not a histogram: recovery happens once per driver start, and the last
         # duration is what an operator asks about.
-        self._recovery = Gauge(
+        self._recovery = declare.gauge(
             "dstreams_recovery_duration_seconds",
             "Duration of the latest recovery (journal read, replay of unfinished batches).",
-            registry=r,
         )
-        self._replayed = Counter(
+        self._replayed = declare.counter(
             "dstreams_replayed_batches_total",
             "Batches recomputed from their journaled offset ranges during recovery.",
-            registry=r,
         )
-        self._epoch = Gauge(
-            "dstreams_epoch", "Journal epoch held by this driver (fences older ones).", registry=r
+        self._epoch = declare.gauge(
+            "dstreams_epoch", "Journal epoch held by this driver (fences older ones)."
         )
         # The application's pace and name as series, so that alerts count in batch intervals and
         # dashboards pick an application without knowing either from elsewhere.
-        self._batch_interval = Gauge(
-            "dstreams_batch_interval_seconds", "The batch interval (batch_interval_ms).", registry=r
+        self._batch_interval = declare.gauge(
+            "dstreams_batch_interval_seconds", "The batch interval (batch_interval_ms)."
         )
-        self._app = Gauge(
-            "dstreams_app_info", "Always 1; the label names the application (app_id).", ["app"],
-            registry=r,
-        )  # fmt: skip
-        self._under_replicated = under_replicated_gauge(r)
+        self._app = declare.gauge(
+            "dstreams_app_info", "Always 1; the label names the application (app_id).", "app"
+        )
+        self._under_replicated = under_replicated_gauge(self.registry)
 
     # --- Batches -------------------------------------------------------------------------------
 

@@ -10,7 +10,9 @@ completed batches whose state was recomputed during recovery.
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry
+
+from service.observe.declare import Declare
 
 # A checkpoint writes every state partition once: from milliseconds to minutes for huge state.
 CHECKPOINT_SECONDS_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
@@ -19,43 +21,35 @@ CHECKPOINT_BYTES_BUCKETS = tuple(float(4**n * 1024) for n in range(0, 13))  # 1 
 
 class StateMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
-        r = registry
-        self._seconds = Histogram(
+        declare = Declare(registry)
+        self._seconds = declare.histogram(
             "dstreams_checkpoint_seconds",
             "Time to write a checkpoint (files, journal record, lineage cut).",
-            buckets=CHECKPOINT_SECONDS_BUCKETS,
-            registry=r,
+            CHECKPOINT_SECONDS_BUCKETS,
         )
-        self._bytes = Histogram(
-            "dstreams_checkpoint_bytes",
-            "Bytes written by a checkpoint.",
-            buckets=CHECKPOINT_BYTES_BUCKETS,
-            registry=r,
+        self._bytes = declare.histogram(
+            "dstreams_checkpoint_bytes", "Bytes written by a checkpoint.", CHECKPOINT_BYTES_BUCKETS
         )
-        self._last = Gauge(
+        self._last = declare.gauge(
             "dstreams_last_checkpoint_timestamp_seconds",
             "Wall-clock time the latest checkpoint was journaled, in seconds since the epoch.",
-            registry=r,
         )
-        self._interval = Gauge(
+        self._interval = declare.gauge(
             "dstreams_checkpoint_interval_seconds",
             "Seconds of batches between checkpoints (checkpoint.interval_batches times the batch "
             "interval); 0 for a stateless graph, which never checkpoints.",
-            registry=r,
         )
-        self._keys = Gauge(
-            "dstreams_state_keys", "Keys of state at the latest checkpoint.", ["stream"], registry=r
+        self._keys = declare.gauge(
+            "dstreams_state_keys", "Keys of state at the latest checkpoint.", "stream"
         )
-        self._state_bytes = Gauge(
+        self._state_bytes = declare.gauge(
             "dstreams_state_bytes",
             "Bytes of a stream's checkpointed state (an estimate of its size in memory).",
-            ["stream"],
-            registry=r,
+            "stream",
         )
-        self._recomputed = Counter(
+        self._recomputed = declare.counter(
             "dstreams_recovery_recomputed_batches_total",
             "Completed batches whose state recovery recomputed from the journal.",
-            registry=r,
         )
 
     def checkpoint_written(
