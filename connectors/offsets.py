@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from connectors.json_fields import fields_from_json, fields_to_json
+
 
 @dataclass(frozen=True, order=True)
 class OffsetRange:
@@ -59,15 +61,12 @@ class OffsetRange:
         return parts
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "topic": self.topic,
-            "partition": self.partition,
-            "from": self.from_offset,
-            "until": self.until_offset,
-        }
+        return fields_to_json(self, _KEYS)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> OffsetRange:
-        return cls(
-            str(data["topic"]), int(data["partition"]), int(data["from"]), int(data["until"])
-        )
+        return fields_from_json(cls, data, _KEYS)
+
+
+# The JSON keys of a range's ends, as journals written by every earlier build hold them.
+_KEYS = {"from_offset": "from", "until_offset": "until"}

@@ -31,6 +31,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from connectors.json_fields import fields_from_json, fields_to_json
+
 
 @dataclass(frozen=True, order=True)
 class BatchKey:
@@ -54,18 +56,11 @@ class BatchKey:
     partition: int
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "app": self.app,
-            "output": self.output,
-            "batch_time": self.batch_time,
-            "partition": self.partition,
-        }
+        return fields_to_json(self)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> BatchKey:
-        return cls(
-            str(data["app"]), str(data["output"]), int(data["batch_time"]), int(data["partition"])
-        )
+        return fields_from_json(cls, data)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeAlias
 
+from connectors.json_fields import fields_to_json
 from connectors.offsets import OffsetRange
 from service.errors import JournalCorrupt, JournalError
 
@@ -33,11 +34,7 @@ class EpochRecord:
     owner: str
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            **_header(self.TYPE, self.epoch),
-            "started_at_ms": self.started_at_ms,
-            "owner": self.owner,
-        }
+        return _flat_json(self)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> EpochRecord:
@@ -141,11 +138,7 @@ class CheckpointRecord:
     refs: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            **_header(self.TYPE, self.epoch),
-            "batch_time": self.batch_time,
-            "refs": self.refs,
-        }
+        return _flat_json(self)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> CheckpointRecord:
@@ -239,6 +232,12 @@ def decode_bytes(body: bytes) -> AnyRecord:
 def _header(kind: str, epoch: int) -> dict[str, Any]:
     # "v" comes first: readers (and the file backend's resync scan) rely on that prefix.
     return {"v": FORMAT_VERSION, "type": kind, "epoch": epoch}
+
+
+def _flat_json(record: EpochRecord | CheckpointRecord) -> dict[str, Any]:
+    # A record whose fields are all plain JSON values: the header, then each field by its name
+    # ("epoch" keeps its place in the header).
+    return {**_header(record.TYPE, record.epoch), **fields_to_json(record)}
 
 
 def _int(data: dict[str, Any], key: str) -> int:
