@@ -239,11 +239,13 @@ class DStream:
 
     def join(self, other: DStream, num_partitions: int | None = None) -> DStream:
         """Inner join of two pair streams, batch by batch."""
-        return InnerJoinDStream(self.ctx, self, other, self._shuffle_partitions(num_partitions))
+        partitions = self._shuffle_partitions(num_partitions)
+        return JoinDStream(self.ctx, self, other, partitions, left_outer=False)
 
     def left_outer_join(self, other: DStream, num_partitions: int | None = None) -> DStream:
         """Every pair of this stream with the matching values of `other` (None where none)."""
-        return LeftOuterJoinDStream(self.ctx, self, other, self._shuffle_partitions(num_partitions))
+        partitions = self._shuffle_partitions(num_partitions)
+        return JoinDStream(self.ctx, self, other, partitions, left_outer=True)
 
     # --- stateful operators (computations in service.graph.window and service.graph.state) -
     # Durations are in milliseconds of batch time and multiples of the batch interval.
@@ -473,28 +475,27 @@ class GeneratingDStream(TransformedDStream):
         return False
 
 
-class InnerJoinDStream(ShuffledDStream):
-    """An inner join: empty as soon as either side is, since every row needs a match."""
+class JoinDStream(ShuffledDStream):
+    """A join of `left` and `right` by key. An inner join is empty as soon as either side is,
+    since every row needs a match; a left outer join keeps every left row, so it is empty
+    exactly when the left is."""
 
     def __init__(
-        self, ctx: GraphContext, left: DStream, right: DStream, partitions: int | None
+        self,
+        ctx: GraphContext,
+        left: DStream,
+        right: DStream,
+        partitions: int | None,
+        *,
+        left_outer: bool,
     ) -> None:
-        super().__init__(ctx, [left, right], "join", partitions, _join)
+        kind, shuffle = ("left_outer_join", _left_join) if left_outer else ("join", _join)
+        super().__init__(ctx, [left, right], kind, partitions, shuffle)
+        self.left_outer = left_outer
 
     def is_empty(self, plan: BatchPlan) -> bool:
-        return any(parent.is_empty(plan) for parent in self.parents)
-
-
-class LeftOuterJoinDStream(ShuffledDStream):
-    """A left outer join: every left row appears, so it is empty exactly when the left is."""
-
-    def __init__(
-        self, ctx: GraphContext, left: DStream, right: DStream, partitions: int | None
-    ) -> None:
-        super().__init__(ctx, [left, right], "left_outer_join", partitions, _left_join)
-
-    def is_empty(self, plan: BatchPlan) -> bool:
-        return self.parents[0].is_empty(plan)
+        needed = self.parents[:1] if self.left_outer else self.parents
+        return any(parent.is_empty(plan) for parent in needed)
 
 
 def _join(rdds: list[RDD], partitions: int) -> RDD:
