@@ -31,7 +31,7 @@ from pathlib import Path
 import psycopg
 
 from service.dev.ports import free_port
-from service.dev.processes import StartedOnEnter, stop_escalating
+from service.dev.processes import StartedOnEnter, log_started, stop_escalating
 from service.errors import DStreamsError
 
 log = logging.getLogger(__name__)
@@ -164,12 +164,7 @@ class LocalPostgres(StartedOnEnter):
         except BaseException:
             self.stop()
             raise
-        log.info(
-            "PostgreSQL started on 127.0.0.1:%s (PID %s) in %.1f s",
-            self.port,
-            self.pid,
-            time.monotonic() - started,
-        )
+        log_started(log, f"PostgreSQL started on 127.0.0.1:{self.port}", self.pid, started)
         return self
 
     def _require_base(self) -> Path:

@@ -3,7 +3,7 @@ Python process that started them, and stopped by their PID only (never by name).
 
 `LoggedChild` is one long-running child (a Kafka broker, a Spark daemon); `stop_escalating`
 stops a child with signals of growing force; `StartedOnEnter` is a local server or cluster that
-starts on `with` and stops when the block ends.
+starts on `with` and stops when the block ends; `log_started` says how long a start took.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import logging
 import os
 import signal
 import subprocess
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -107,6 +108,12 @@ class LoggedChild(ABC):
         if self._log is not None:
             self._log.close()
             self._log = None
+
+
+def log_started(logger: logging.Logger, what: str, pid: int | None, since: float) -> None:
+    """`<what> (PID <pid>) in <seconds> s`: the line a local server logs when its start ends,
+    `since` being the `time.monotonic()` its start began at."""
+    logger.info("%s (PID %s) in %.1f s", what, pid, time.monotonic() - since)
 
 
 class StartedOnEnter(ABC):

@@ -26,7 +26,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from service.dev.ports import free_port
-from service.dev.processes import StartedOnEnter, die_with_parent, stop_escalating
+from service.dev.processes import StartedOnEnter, die_with_parent, log_started, stop_escalating
 from service.errors import DStreamsError
 
 log = logging.getLogger(__name__)
@@ -115,12 +115,7 @@ class LocalS3(StartedOnEnter):
         except BaseException:
             self.stop()
             raise
-        log.info(
-            "SeaweedFS S3 started at %s (PID %s) in %.1f s",
-            self.endpoint_url,
-            self.pid,
-            time.monotonic() - started,
-        )
+        log_started(log, f"SeaweedFS S3 started at {self.endpoint_url}", self.pid, started)
         return self
 
     def _launch(self, weed: Path) -> None:
