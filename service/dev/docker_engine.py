@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import IO, Any, Literal
 
 from service.dev.file_lock import exclusive_lock
+from service.dev.files import FileIn
 from service.dev.processes import signal_pid
 from service.errors import DStreamsError
 
@@ -82,29 +83,15 @@ class EngineLayout:
         run_dir = Path(tempfile.gettempdir()) / f"dstreams-docker-{os.geteuid()}"
         return cls(data_root=cache / "dstreams" / "docker", run_dir=run_dir)
 
-    @property
-    def socket(self) -> Path:
-        return self.run_dir / "docker.sock"
+    socket = FileIn("run_dir", "docker.sock")
+    exec_root = FileIn("run_dir", "exec")
+    pidfile = FileIn("run_dir", "dockerd.pid")
+    log = FileIn("run_dir", "dockerd.log")
+    config_file = FileIn("run_dir", "daemon.json")
 
     @property
     def docker_host(self) -> str:
         return f"unix://{self.socket}"
-
-    @property
-    def exec_root(self) -> Path:
-        return self.run_dir / "exec"
-
-    @property
-    def pidfile(self) -> Path:
-        return self.run_dir / "dockerd.pid"
-
-    @property
-    def log(self) -> Path:
-        return self.run_dir / "dockerd.log"
-
-    @property
-    def config_file(self) -> Path:
-        return self.run_dir / "daemon.json"
 
     def dockerd_argv(self, dockerd: str) -> list[str]:
         """The private engine's command line."""

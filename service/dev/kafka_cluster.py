@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from service.dev.file_lock import exclusive_lock
+from service.dev.files import FileIn
 from service.dev.kafka_security import ClusterSecurity
 from service.dev.leftovers import stop_at_exit, stopped
 from service.dev.ports import free_port
@@ -218,13 +219,8 @@ class _Broker(LoggedChild):
     process: subprocess.Popen[bytes] | None = None
     _log: IO[bytes] | None = None
 
-    @property
-    def config_path(self) -> Path:
-        return self.home / "server.properties"
-
-    @property
-    def log_path(self) -> Path:
-        return self.home / "broker.log"
+    config_path = FileIn("home", "server.properties")
+    log_path = FileIn("home", "broker.log")
 
     def launch(self, command: list[str]) -> None:
         self.launch_in(self.home, command, env=None)

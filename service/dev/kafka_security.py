@@ -24,6 +24,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from service.dev.files import FileIn
 from service.errors import DStreamsError
 
 ADMIN_USER = "admin"
@@ -59,14 +60,9 @@ class ClusterSecurity:
     scram_passwords: dict[str, str] = field(default_factory=dict)
     tls_clients: dict[str, TlsClient] = field(default_factory=dict)
 
-    @property
-    def ca_certificate(self) -> Path:
-        return self.directory / "ca.crt"
-
-    @property
-    def broker_keystore(self) -> Path:
-        """The broker's private key and certificate in one PEM file (Kafka's PEM keystore)."""
-        return self.directory / "broker.pem"
+    ca_certificate = FileIn("directory", "ca.crt")
+    broker_keystore = FileIn("directory", "broker.pem")
+    """The broker's private key and certificate in one PEM file (Kafka's PEM keystore)."""
 
     def prepare(self, users: tuple[str, ...] = (ADMIN_USER, SERVICE_USER)) -> None:
         """Make the CA, the broker's certificate, and a password and a certificate per user."""
