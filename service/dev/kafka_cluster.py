@@ -25,7 +25,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 from service.dev.file_lock import exclusive_lock
 from service.dev.files import FileIn
@@ -166,6 +166,16 @@ def _resolve_with_maven(pom: Path, cached: Path) -> list[str]:
     return jars
 
 
+T = TypeVar("T")
+
+
+def _present(value: T | None, missing: str) -> T:
+    """`value`, which a cluster has only once started (and secured): else `missing` is raised."""
+    if value is None:
+        raise KafkaClusterError(missing)
+    return value
+
+
 # --- Processes --------------------------------------------------------------------------------
 
 
@@ -279,10 +289,10 @@ class LocalKafkaCluster(StartedOnEnter):
     @property
     def security(self) -> ClusterSecurity:
         """The CA, users and credentials of a secured cluster."""
-        if self._security is None:
-            msg = "the cluster is not secured (or not started): LocalKafkaCluster(secure=True)"
-            raise KafkaClusterError(msg)
-        return self._security
+        return _present(
+            self._security,
+            "the cluster is not secured (or not started): LocalKafkaCluster(secure=True)",
+        )
 
     def _secured_listeners(self, port: str) -> str:
         self.security  # noqa: B018 - raises for a cluster that has no such listener
@@ -296,10 +306,7 @@ class LocalKafkaCluster(StartedOnEnter):
     @property
     def workdir(self) -> Path:
         """The cluster's directory; `broker-<i>/` has `server.properties`, `data/`, `broker.log`."""
-        if self._workdir is None:
-            msg = "the cluster has no directory yet: call start() first"
-            raise KafkaClusterError(msg)
-        return self._workdir
+        return _present(self._workdir, "the cluster has no directory yet: call start() first")
 
     def start(self) -> None:
         """Format storage, launch every broker and block until each one serves metadata."""
