@@ -129,6 +129,23 @@ def _state_alerts() -> list[dict[str, Any]]:
         _rule_test({epoch: "1x20 0 2x3 0 3x15"}, "DStreamsRecoveryLoop", None),
         _rule_test({epoch: "7x45"}, "DStreamsRecoveryLoop", None),
         _rule_test({epoch: "1 0 2 0 3 0 4 5x40"}, "DStreamsRecoveryLoop", None),  # long ago
+        *_state_size_alerts(),
+    ]
+
+
+def _state_size_alerts() -> list[dict[str, Any]]:
+    counts = f'dstreams_state_bytes{{stream="counts",{WHERE}}}'
+    sessions = f'dstreams_state_bytes{{stream="sessions",{WHERE}}}'
+    large = {**WARNING, "stream": "counts"}
+    gib = 1 << 30
+    return [
+        # 5 GiB for the last 20 minutes: over the default 4 GiB for longer than 15 minutes.
+        _rule_test({counts: f"{gib}x20 {5 * gib}x25"}, "DStreamsStateLarge", large),
+        _rule_test({counts: f"{gib}x30 {5 * gib}x15"}, "DStreamsStateLarge", None),  # 10 minutes
+        # Two streams of 3 GiB: the threshold is per stream, not their sum.
+        _rule_test(
+            {counts: f"{3 * gib}x45", sessions: f"{3 * gib}x45"}, "DStreamsStateLarge", None
+        ),
     ]
 
 
@@ -164,7 +181,7 @@ def test_every_alert_has_a_case_that_fires_it_and_one_that_does_not(
         if not c["alert_rule_test"][0]["exp_alerts"]
     }
     alerts = _alerts(rule_groups)
-    assert len(alerts) == 11
+    assert len(alerts) == 12
     assert alerts - fires == set(), "alerts with no promtool case that fires them"
     assert alerts - quiet == set(), "alerts with no promtool case where they stay quiet"
     assert (fires | quiet) - alerts == set(), "cases for alerts the chart does not render"

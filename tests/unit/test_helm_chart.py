@@ -580,6 +580,7 @@ def test_prometheus_rules_use_the_service_metric_names(full: list[dict[str, Any]
         "DStreamsCheckpointOld",
         "DStreamsBatchesBehind",
         "DStreamsRecoveryLoop",
+        "DStreamsStateLarge",
     }
     assert 'outcome="failed"' in rules["DStreamsBatchesFailing"]["expr"]
     assert "failed" in BATCH_OUTCOMES
