@@ -29,9 +29,11 @@ def add_to_total(counts: list[int], total: int | None) -> int:
     return (total or 0) + sum(counts)
 
 
-def build(ctx: StreamingContext) -> None:
+def build(ctx: StreamingContext, state_partitions: int | None = None) -> None:
+    """`state_partitions`: the running totals' partitions (default: the context's); it may
+    change from one run to the next (the README's "State, windows and checkpoints")."""
     counts = ctx.source("lines").map_partitions(count_words).reduce_by_key(add)
-    totals = counts.update_state_by_key(add_to_total).changes()
+    totals = counts.update_state_by_key(add_to_total, state_partitions).changes()
     totals.write(TOTALS_KAFKA)
     totals.write(TOTALS_PG)
     windows = counts.reduce_by_key_and_window(

@@ -29,7 +29,7 @@ from service.config.settings import InvalidConfig, Settings, storage_problems
 from service.config.sinks import FilesSinkSettings
 from service.config.storage import writable_problem
 from service.driver.access import check_kafka_credentials, check_kafka_permissions
-from service.driver.recovery import check_before_start
+from service.driver.recovery import check_before_start, check_graph
 from service.driver.replication import check_replication
 from service.driver.scheduler import now_ms
 from service.errors import ConfigError, DStreamsError
@@ -183,9 +183,14 @@ def _journal(preflight: Preflight) -> str:
     if not state.planned:
         return "empty: a first start"
     pending = len(state.pending())
+    rescaled = check_graph(state, preflight.graph)
+    graph = "the graph is the one that planned them"
+    if rescaled:
+        streams = ", ".join(f"stream {node} (from {count})" for node, count in rescaled.items())
+        graph += f" but for the partition counts of keyed states, rescaled after replay: {streams}"
     return (
         f"{len(state.planned)} batches planned (last {max(state.planned)}), {pending} pending; "
-        f"the graph is the one that planned them: a restart recovers, replaying {pending}"
+        f"{graph}: a restart recovers, replaying {pending}"
     )
 
 

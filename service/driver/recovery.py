@@ -8,7 +8,9 @@
 3. `check_graph`: the job's graph must be the one that planned the journaled batches.
 4. `restore_positions`: every source resumes after its journaled plans (`InputDStream.resume`).
 4b. `checkpoints.recover` (stateful graphs): load the latest usable checkpoint and recompute the
-   state through the completed batches after it (see `service.driver.checkpoints`).
+   state through the completed batches after it (see `service.driver.checkpoints`). A keyed
+   state whose partition count alone changed runs them in the journal's count and moves into
+   the new one after step 5 (`service.driver.rescale`).
 5. `replay_pending`: batches planned but not completed run again with their journaled plans;
    sinks skip the (batch, partition) keys they already committed.
 6. `first_new_batch_time`: new batches start at the interval after the last planned one, so the
@@ -28,6 +30,7 @@ from typing import Any
 
 from connectors.offsets import OffsetRange
 from service.driver.lifecycle import BatchLifecycle
+from service.driver.rescale import Rescale, state_rescales
 from service.driver.scheduler import align_down, now_ms
 from service.errors import GraphChanged
 from service.graph import layout
@@ -99,10 +102,12 @@ def recover(
     """Steps 2–6 (the caller opened the journal and took `epoch`)."""
     started = time.monotonic()
     state = read_state(journal)
-    check_graph(state, ctx)
+    rescale = Rescale(ctx, check_graph(state, ctx))
     restore_positions(state, ctx)
+    rescale.before_recovery()
     recomputed = lifecycle.checkpoints.recover(state, epoch)
     replayed = replay_pending(state, lifecycle)
+    rescale.after_replay()
     next_time = first_new_batch_time(state, ctx.batch_interval_ms)
     seconds = time.monotonic() - started
     log.info(
@@ -133,16 +138,22 @@ def read_state(journal: Journal) -> JournalState:
     return state
 
 
-def check_graph(state: JournalState, ctx: StreamingContext) -> None:
+def check_graph(state: JournalState, ctx: StreamingContext) -> dict[int, int]:
+    """Refuses a graph other than the journal's, except for what recovery can carry over:
+    returns the keyed states whose partition count alone changed (stream id -> the journal's
+    count; see `service.driver.rescale`)."""
     last = state.last_planned
     if last is None or last.graph_fingerprint == ctx.fingerprint():
-        return
+        return {}
     if last.graph_fingerprint == ctx.fingerprint(with_key_placement=False):
-        return  # journaled before dstreams recorded the key placement; the graph is the same
+        return {}  # journaled before dstreams recorded the key placement; the graph is the same
     old_graph = _journaled_graph(state)
     new_graph = json.loads(ctx.graph_json())
     if placement_change_is_harmless(old_graph, new_graph, state, ctx):
-        return
+        return {}
+    rescaled = state_rescales(old_graph, new_graph)
+    if rescaled is not None:
+        return rescaled
     changes = describe_graph_change(old_graph, new_graph)
     msg = (
         f"the job's graph changed since the journal was written (fingerprint "

@@ -151,11 +151,31 @@ class KeyedState(stateful.StatefulComputation):
     def restore(self, batch_time: int, pieces: dict[str, RDD]) -> None:
         for _, rdd in self._states:
             stateful.release(rdd)
+        restored = pieces["state"]
+        if restored.getNumPartitions() != self.partitions:
+            # Written before the job's partition count changed (`rescale`): the keys move into
+            # today's partitions once, as the next batch's merge reads them.
+            restored = restored.partitionBy(self.partitions)
         # Not persisted: only the next batch's merge reads it (its result is persisted), and
         # reading the checkpoint's files again costs less than serializing every key into the
         # block store once more.
-        self._states = [(batch_time, pieces["state"])]
+        self._states = [(batch_time, restored)]
         self._may_have_state = True
+
+    def rescale(self, partitions: int) -> None:
+        """From the next batch on, the state lives in `partitions` hash partitions, and so do
+        the batches computed from it (docs/architecture.md, "Recovery"). Recovery computes the
+        journaled batches in the count that planned them first, since a replayed batch must
+        write the same output partitions as its first attempt, then calls this once."""
+        if partitions == self.partitions:
+            return
+        latest = self.latest  # batches taken in by `catch_up` fold in the old partitioning
+        self.partitions = partitions
+        if latest is None:
+            return
+        moved = latest.filter(fn.is_state_entry).partitionBy(partitions)
+        # The old RDD stays persisted until a job has materialized the moved one (`forget`).
+        self._states = [*self._states, (self._states[-1][0], stateful.persist(moved))]
 
 
 def updated_state(

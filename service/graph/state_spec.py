@@ -30,8 +30,9 @@ class StateSpec:
     - `timeout_ms`: a key that received no value for this long, in batch time (never the wall
       clock), is called once more with `value=None` and `state.is_timing_out()` true, then
       dropped. None: keys never time out.
-    - `num_partitions`: state partitions (default: the context's); fixed for the life of the
-      state, since partition `p` must hold the same keys on every run and replay.
+    - `num_partitions`: state partitions (default: the context's). Partition `p` must hold the
+      same keys on every run and replay, so a new count takes effect at a restart: recovery runs
+      the journaled batches in the old one, then moves the state (`service.driver.rescale`).
     - `initial`: `(key, state)` pairs the state starts from on a fresh start.
 
     `function` must be a top-level function (it is referenced by name, never pickled into a

@@ -1,0 +1,97 @@
+"""Rescaling a keyed state across a restart: a new `num_partitions` is taken up at recovery.
+
+A keyed state (`update_state_by_key`, `map_with_state`) is hash-partitioned into a fixed number
+of partitions, and so are the batches computed from it. Changing the number is a change of the
+job's graph, which recovery refuses in general (`recovery.check_graph`); this one it accepts,
+because the state's contents do not depend on how it is partitioned:
+
+- the checkpoint is read in the partitions it was written in and moved into the state's
+  current ones (`KeyedState.restore`);
+- the journaled batches (completed ones recomputed, pending ones replayed with their outputs)
+  run in the partition count of the graph that planned them, so that a replayed batch writes
+  exactly the output partitions its first attempt wrote, which the sinks' (batch, partition)
+  keys require;
+- then the state moves into the new count (`KeyedState.rescale`), and new batches are planned
+  with the new graph, which the journal records with its first plan.
+
+Windows keep their count: their history is several RDDs per slide, so a change there is refused
+as any other graph change is (docs/architecture.md, "Recovery").
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from service.graph.context import StreamingContext
+from service.graph.state import KeyedState
+
+log = logging.getLogger(__name__)
+
+RESCALABLE_KINDS = frozenset({"update_state_by_key", "map_with_state"})
+
+
+def state_rescales(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[int, int] | None:
+    """Stream id -> the partition count in `old`, for each keyed state whose count is all that
+    differs between the two graph descriptions (`StreamingContext.graph_json`); None when they
+    differ in anything else (or do not differ).
+
+    >>> old = {"streams": [{"id": 3, "kind": "map_with_state", "params": {"partitions": 4}}]}
+    >>> new = {"streams": [{"id": 3, "kind": "map_with_state", "params": {"partitions": 8}}]}
+    >>> state_rescales(old, new)
+    {3: 4}
+    >>> state_rescales(new, new) is None
+    True
+    """
+    if old is None or {**old, "streams": None} != {**new, "streams": None}:
+        return None
+    before, after = old.get("streams", []), new.get("streams", [])
+    if len(before) != len(after):
+        return None
+    rescaled: dict[int, int] = {}
+    for was, now in zip(before, after, strict=True):
+        if was == now:
+            continue
+        if now["kind"] not in RESCALABLE_KINDS or _without_partitions(was) != _without_partitions(
+            now
+        ):
+            return None
+        rescaled[now["id"]] = was["params"]["partitions"]
+    return rescaled or None
+
+
+def _without_partitions(stream: dict[str, Any]) -> dict[str, Any]:
+    return {**stream, "params": {**stream.get("params", {}), "partitions": None}}
+
+
+class Rescale:
+    """The keyed states recovery computes in their journaled partition count, then moves."""
+
+    def __init__(self, ctx: StreamingContext, journaled: dict[int, int]) -> None:
+        streams = {stream.node_id: stream for stream in ctx.stateful_streams()}
+        self.states: list[tuple[KeyedState, int, int]] = []
+        for node_id, partitions in journaled.items():
+            computation = streams[node_id].computation
+            if not isinstance(computation, KeyedState):  # state_rescales admits keyed ones only
+                msg = f"stream {node_id} is not a keyed state and cannot be rescaled"
+                raise TypeError(msg)
+            self.states.append((computation, partitions, computation.partitions))
+
+    def before_recovery(self) -> None:
+        """The journaled batches run in the count that planned them."""
+        for state, journaled, _ in self.states:
+            state.partitions = journaled
+
+    def after_replay(self) -> None:
+        """New batches run in the configured count."""
+        for state, journaled, configured in self.states:
+            state.rescale(configured)
+            log.warning(
+                "%s state rescaled from %d to %d partitions: the journaled batches ran in %d, "
+                "new batches run in %d",
+                state.kind,
+                journaled,
+                configured,
+                journaled,
+                configured,
+            )
