@@ -30,13 +30,19 @@ def add_to_total(counts: list[int], total: int | None) -> int:
 
 
 def build(ctx: StreamingContext, state_partitions: int | None = None) -> None:
-    """`state_partitions`: the running totals' partitions (default: the context's); it may
-    change from one run to the next (the README's "State, windows and checkpoints")."""
+    """`state_partitions`: the partitions of the running totals and of the windows (default:
+    the context's); it may change from one run to the next (the README's "State, windows and
+    checkpoints")."""
     counts = ctx.source("lines").map_partitions(count_words).reduce_by_key(add)
     totals = counts.update_state_by_key(add_to_total, state_partitions).changes()
     totals.write(TOTALS_KAFKA)
     totals.write(TOTALS_PG)
     windows = counts.reduce_by_key_and_window(
-        add, subtract, length_ms=WINDOW_MS, slide_ms=SLIDE_MS, filter_fn=count_is_not_zero
+        add,
+        subtract,
+        length_ms=WINDOW_MS,
+        slide_ms=SLIDE_MS,
+        num_partitions=state_partitions,
+        filter_fn=count_is_not_zero,
     )
     windows.write(WINDOWS)

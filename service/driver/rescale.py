@@ -1,21 +1,22 @@
-"""Rescaling a keyed state across a restart: a new `num_partitions` is taken up at recovery.
+"""Rescaling state across a restart: a new `num_partitions` is taken up at recovery.
 
-A keyed state (`update_state_by_key`, `map_with_state`) is hash-partitioned into a fixed number
+A keyed state (`update_state_by_key`, `map_with_state`) or a keyed window
+(`reduce_by_key_and_window`, `count_by_value_and_window`) is hash-partitioned into a fixed number
 of partitions, and so are the batches computed from it. Changing the number is a change of the
 job's graph, which recovery refuses in general (`recovery.check_graph`); this one it accepts,
-because the state's contents do not depend on how it is partitioned:
+because what the state holds does not depend on how it is partitioned:
 
-- the checkpoint is read in the partitions it was written in and moved into the state's
-  current ones (`KeyedState.restore`);
+- the checkpoint is read in the partitions it was written in and moved into the ones the
+  journaled batches were planned with (`KeyedState.restore`, `ReducedWindow.restore`);
 - the journaled batches (completed ones recomputed, pending ones replayed with their outputs)
   run in the partition count of the graph that planned them, so that a replayed batch writes
   exactly the output partitions its first attempt wrote, which the sinks' (batch, partition)
   keys require;
-- then the state moves into the new count (`KeyedState.rescale`), and new batches are planned
-  with the new graph, which the journal records with its first plan.
+- then the state moves into the new count (`rescale`), and new batches are planned with the new
+  graph, which the journal records with its first plan (docs/architecture.md, "Recovery").
 
-Windows keep their count: their history is several RDDs per slide, so a change there is refused
-as any other graph change is (docs/architecture.md, "Recovery").
+Other partition counts (stateless shuffles, event-time windows) are still refused as graph
+changes.
 """
 
 from __future__ import annotations
@@ -25,10 +26,12 @@ from typing import Any
 
 from service.graph.context import StreamingContext
 from service.graph.state import KeyedState
+from service.graph.window import ReducedWindow
 
 log = logging.getLogger(__name__)
 
-RESCALABLE_KINDS = frozenset({"update_state_by_key", "map_with_state"})
+RESCALABLE_KINDS = frozenset({"update_state_by_key", "map_with_state", "reduce_by_key_and_window"})
+Rescalable = KeyedState | ReducedWindow
 
 
 def state_rescales(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[int, int] | None:
@@ -65,15 +68,15 @@ def _without_partitions(stream: dict[str, Any]) -> dict[str, Any]:
 
 
 class Rescale:
-    """The keyed states recovery computes in their journaled partition count, then moves."""
+    """The states recovery computes in their journaled partition count, then moves."""
 
     def __init__(self, ctx: StreamingContext, journaled: dict[int, int]) -> None:
         streams = {stream.node_id: stream for stream in ctx.stateful_streams()}
-        self.states: list[tuple[KeyedState, int, int]] = []
+        self.states: list[tuple[Rescalable, int, int]] = []
         for node_id, partitions in journaled.items():
             computation = streams[node_id].computation
-            if not isinstance(computation, KeyedState):  # state_rescales admits keyed ones only
-                msg = f"stream {node_id} is not a keyed state and cannot be rescaled"
+            if not isinstance(computation, KeyedState | ReducedWindow):  # as state_rescales says
+                msg = f"stream {node_id} ({computation.kind}) cannot be rescaled"
                 raise TypeError(msg)
             self.states.append((computation, partitions, computation.partitions))
 
@@ -87,7 +90,7 @@ class Rescale:
         for state, journaled, configured in self.states:
             state.rescale(configured)
             log.warning(
-                "%s state rescaled from %d to %d partitions: the journaled batches ran in %d, "
+                "%s rescaled from %d to %d partitions: the journaled batches ran in %d, "
                 "new batches run in %d",
                 state.kind,
                 journaled,

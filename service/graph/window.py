@@ -245,11 +245,40 @@ class ReducedWindow(StatefulComputation):
         for rdd in self._superseded:
             release(rdd)
         self._superseded = []
-        for name, rdd in pieces.items():
+        for name, piece in pieces.items():
+            rdd = self._in_partitions(piece)
             if name.startswith("batch-"):
                 self._batches[int(name.removeprefix("batch-"))] = persist(rdd)
             elif name.startswith("window-"):
                 self._window = (int(name.removeprefix("window-")), persist(rdd))
+
+    def rescale(self, partitions: int) -> None:
+        """From the next batch on, the window's batches and windows live in `partitions` hash
+        partitions (see `KeyedState.rescale`, which recovery calls the same way). What the
+        window still holds moves now, each RDD materialized before its old one is released."""
+        if partitions == self.partitions:
+            return
+        self.partitions = partitions
+        held = [*self._batches.values(), *self._superseded]
+        self._batches = {b: self._repartitioned(rdd) for b, rdd in self._batches.items()}
+        if self._window is not None:
+            held.append(self._window[1])
+            self._window = (self._window[0], self._repartitioned(self._window[1]))
+        self._superseded, self._has_rows = [], None
+        for rdd in held:
+            release(rdd)
+
+    def _in_partitions(self, rdd: RDD) -> RDD:
+        """`rdd` in the window's partitions; a checkpoint piece written in another count (before
+        a rescale) moves into them."""
+        if rdd.getNumPartitions() == self.partitions:
+            return rdd
+        return rdd.partitionBy(self.partitions)
+
+    def _repartitioned(self, rdd: RDD) -> RDD:
+        moved = persist(self._in_partitions(rdd))
+        moved.count()  # materialized while the RDD it is moved from is still persisted
+        return moved
 
 
 def _tagged(rdd: RDD, tag: int) -> RDD:

@@ -1,5 +1,5 @@
-"""A keyed state rescaled across SIGKILLs: the stateful chaos job (`examples.stateful_all_sinks`:
-running totals to PostgreSQL and Kafka, sliding windows to files) with its totals in 4
+"""State rescaled across deaths: the stateful chaos job (`examples.stateful_all_sinks`: running
+totals to PostgreSQL and Kafka, sliding windows to files) with its totals and windows in 4
 partitions dies in a batch whose outputs it wrote but did not commit (the crash point
 `before-sink-commit`) while input streams in; restarted with them in 8, it is SIGKILLed at a
 random moment; restarted in 4, it is left to drain.
@@ -74,13 +74,14 @@ def check_every_change_written_once(
     assert Counter({word: len(values) for word, values in written.items()}) == expected
 
 
-def totals_partitions(state: JournalState) -> set[int]:
-    """The running totals' partition counts in the graphs the journal's plans were made with."""
+def state_partitions(state: JournalState, kind: str) -> set[int]:
+    """The partition counts of the `kind` stream in the graphs the journal's plans were made
+    with."""
     return {
         stream["params"]["partitions"]
         for record in state.planned.values()
         for stream in record.extra.get("graph", {}).get("streams", [])
-        if stream["kind"] == "update_state_by_key"
+        if stream["kind"] == kind
     }
 
 
@@ -125,13 +126,15 @@ def test_running_totals_rescaled_from_4_to_8_and_back_across_sigkills_are_exact(
     app.stop(last)
 
     for before, driver, after in zip(COUNTS, drivers[1:], COUNTS[1:], strict=False):
-        rescaled = f"update_state_by_key state rescaled from {before} to {after} partitions"
-        assert rescaled in log_text(driver), driver.log_tail()
+        for kind in ("update_state_by_key", "reduce_by_key_and_window"):
+            rescaled = f"{kind} rescaled from {before} to {after} partitions"
+            assert rescaled in log_text(driver), driver.log_tail()
     state = app.journal_state()
     state.validate()
     assert not state.pending(), "batches still pending"
     assert len(state.epochs) == len(COUNTS), "every start must have opened its own epoch"
-    assert totals_partitions(state) == {4, 8}
+    assert state_partitions(state, "update_state_by_key") == {4, 8}
+    assert state_partitions(state, "reduce_by_key_and_window") == {4, 8}
     verify_totals(app, word_totals(lines))
     line_at = dict(zip(positions + feeder.positions, lines, strict=True))
     check_every_change_written_once(app, state, line_at)

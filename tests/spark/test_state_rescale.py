@@ -1,4 +1,5 @@
-"""A keyed state's partition count changed between runs, on a real Spark with a real journal:
+"""State's partition count changed between runs (keyed states and a keyed window), on a real
+Spark with a real journal:
 4 partitions, then 8 after a driver died mid-batch, then 4 again after another did. Recovery
 runs each journaled batch in the count that planned it, so a batch whose first attempt wrote
 some of its partitions is finished in the same partitions (the memory sink refuses a partition
@@ -39,13 +40,16 @@ def scaled(
     sink: MemorySink,
     *,
     states: int,
-    windows: int = 2,
+    counts: int | None = None,
 ) -> None:
-    """The recovery tests' three stateful streams, the keyed states in `states` partitions."""
+    """The recovery tests' three stateful streams, all in `states` partitions; with `counts`,
+    the pairs are first reduced per batch in that many (a stateless shuffle)."""
     pairs = ctx.queue_stream(lines).flat_map(str.split).map(functions.pair_with_one)
+    if counts is not None:
+        pairs = pairs.reduce_by_key(operator.add, counts)
     pairs.update_state_by_key(running_total, num_partitions=states).write("totals", sink)
     counts = pairs.reduce_by_key_and_window(
-        operator.add, operator.sub, length_ms=WINDOW_MS, num_partitions=windows
+        operator.add, operator.sub, length_ms=WINDOW_MS, num_partitions=states
     )
     counts.write("windows", sink)
     spec = StateSpec(session, timeout_ms=SESSION_TIMEOUT_MS, num_partitions=states)
@@ -102,6 +106,7 @@ def test_a_keyed_state_rescaled_at_each_restart_equals_an_uninterrupted_run(
     assert third.recover() == 2
     assert sink.committed[("totals", batch(8))] == 8
     assert sink.committed[("sessions", batch(8))] == 8
+    assert sink.committed[("windows", batch(8))] == 8
     third.run(9, 2)
     assert sink.committed[("totals", batch(9))] == 4
     third.plan_only(11)
@@ -111,15 +116,16 @@ def test_a_keyed_state_rescaled_at_each_restart_equals_an_uninterrupted_run(
     assert sink.committed[("totals", batch(11))] == 4
     fourth.run(12, len(lines) - 12)
     assert sink.committed[("totals", batch(12))] == 8
+    assert sink.committed[("windows", batch(12))] == 8
     assert outputs_of(sink) == uninterrupted(lines)
 
 
-def test_a_window_rescaled_is_refused_as_a_graph_change(sc: Any, tmp_path: Path) -> None:
+def test_a_stateless_shuffle_rescaled_is_refused_as_a_graph_change(sc: Any, tmp_path: Path) -> None:
     lines = make_input(12, 6)
     sink = MemorySink()
-    first = Driver(sc, tmp_path / "run", lines, sink, partial(scaled, states=4, windows=2))
+    first = Driver(sc, tmp_path / "run", lines, sink, partial(scaled, states=4, counts=2))
     first.recover()
     first.run(0, 2)
-    second = Driver(sc, tmp_path / "run", lines, sink, partial(scaled, states=4, windows=4))
+    second = Driver(sc, tmp_path / "run", lines, sink, partial(scaled, states=8, counts=4))
     with pytest.raises(GraphChanged, match="partitions 2 -> 4"):
         second.recover()

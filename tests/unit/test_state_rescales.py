@@ -58,13 +58,16 @@ def test_anything_else_changed_alongside_is_refused() -> None:
     assert state_rescales(old, longer) is None
 
 
-def test_windows_and_stateless_shuffles_are_not_rescaled() -> None:
-    for kind in ("reduce_by_key_and_window", "reduce_by_key", "window"):
-        old, new = (
+def test_keyed_windows_are_rescaled_other_counts_are_not() -> None:
+    def rescales(kind: str) -> dict[int, int] | None:
+        return state_rescales(
             graph(SOURCE, stream(1, kind, partitions=4)),
             graph(SOURCE, stream(1, kind, partitions=8)),
         )
-        assert state_rescales(old, new) is None, kind
+
+    assert rescales("reduce_by_key_and_window") == {1: 4}
+    for kind in ("reduce_by_key", "combine_by_key", "join", "window", "event_window"):
+        assert rescales(kind) is None, kind
 
 
 def test_no_journaled_graph_or_no_change_is_no_rescale() -> None:
