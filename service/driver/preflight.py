@@ -187,7 +187,7 @@ def _journal(preflight: Preflight) -> str:
     graph = "the graph is the one that planned them"
     if rescaled:
         streams = ", ".join(f"stream {node} (from {count})" for node, count in rescaled.items())
-        graph += f" but for the partition counts of keyed states, rescaled after replay: {streams}"
+        graph += f" but for state partition counts, rescaled after the replay: {streams}"
     return (
         f"{len(state.planned)} batches planned (last {max(state.planned)}), {pending} pending; "
         f"{graph}: a restart recovers, replaying {pending}"

@@ -9,8 +9,8 @@
 4. `restore_positions`: every source resumes after its journaled plans (`InputDStream.resume`).
 4b. `checkpoints.recover` (stateful graphs): load the latest usable checkpoint and recompute the
    state through the completed batches after it (see `service.driver.checkpoints`). A keyed
-   state whose partition count alone changed runs them in the journal's count and moves into
-   the new one after step 5 (`service.driver.rescale`).
+   state or window whose partition count alone changed runs them in the journal's count and
+   moves into the new one after step 5 (`service.driver.rescale`).
 5. `replay_pending`: batches planned but not completed run again with their journaled plans;
    sinks skip the (batch, partition) keys they already committed.
 6. `first_new_batch_time`: new batches start at the interval after the last planned one, so the
@@ -140,8 +140,8 @@ def read_state(journal: Journal) -> JournalState:
 
 def check_graph(state: JournalState, ctx: StreamingContext) -> dict[int, int]:
     """Refuses a graph other than the journal's, except for what recovery can carry over:
-    returns the keyed states whose partition count alone changed (stream id -> the journal's
-    count; see `service.driver.rescale`)."""
+    returns the keyed states and windows whose partition count alone changed (stream id -> the
+    journal's count; see `service.driver.rescale`)."""
     last = state.last_planned
     if last is None or last.graph_fingerprint == ctx.fingerprint():
         return {}

@@ -35,9 +35,9 @@ Rescalable = KeyedState | ReducedWindow
 
 
 def state_rescales(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[int, int] | None:
-    """Stream id -> the partition count in `old`, for each keyed state whose count is all that
-    differs between the two graph descriptions (`StreamingContext.graph_json`); None when they
-    differ in anything else (or do not differ).
+    """Stream id -> the partition count in `old`, for each keyed state or window whose count is
+    all that differs between the two graph descriptions (`StreamingContext.graph_json`); None
+    when they differ in anything else (or do not differ).
 
     >>> old = {"streams": [{"id": 3, "kind": "map_with_state", "params": {"partitions": 4}}]}
     >>> new = {"streams": [{"id": 3, "kind": "map_with_state", "params": {"partitions": 8}}]}
@@ -90,11 +90,9 @@ class Rescale:
         for state, journaled, configured in self.states:
             state.rescale(configured)
             log.warning(
-                "%s rescaled from %d to %d partitions: the journaled batches ran in %d, "
-                "new batches run in %d",
+                "%s rescaled from %d to %d partitions: the journaled batches ran in the old "
+                "count, new batches run in the new one",
                 state.kind,
-                journaled,
-                configured,
                 journaled,
                 configured,
             )

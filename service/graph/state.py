@@ -151,11 +151,7 @@ class KeyedState(stateful.StatefulComputation):
     def restore(self, batch_time: int, pieces: dict[str, RDD]) -> None:
         for _, rdd in self._states:
             stateful.release(rdd)
-        restored = pieces["state"]
-        if restored.getNumPartitions() != self.partitions:
-            # Written before the job's partition count changed (`rescale`): the keys move into
-            # today's partitions once, as the next batch's merge reads them.
-            restored = restored.partitionBy(self.partitions)
+        restored = stateful.in_partitions(pieces["state"], self.partitions)
         # Not persisted: only the next batch's merge reads it (its result is persisted), and
         # reading the checkpoint's files again costs less than serializing every key into the
         # block store once more.

@@ -102,6 +102,13 @@ def persist(rdd: RDD) -> RDD:
     return rdd.persist(StorageLevel.MEMORY_AND_DISK)
 
 
+def in_partitions(rdd: RDD, partitions: int) -> RDD:
+    """`rdd` (key-value pairs) hash-partitioned into `partitions`: as it is, or moved once when
+    it was written in another count (a checkpoint from before a rescale, see
+    `service.driver.rescale`)."""
+    return rdd if rdd.getNumPartitions() == partitions else rdd.partitionBy(partitions)
+
+
 def release(rdd: RDD | None) -> None:
     if rdd is not None and rdd.is_cached:
         rdd.unpersist(blocking=False)

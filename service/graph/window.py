@@ -30,6 +30,7 @@ from service.graph.stateful import (
     Piece,
     StatefulComputation,
     check_duration,
+    in_partitions,
     is_materialized,
     persist,
     release,
@@ -246,7 +247,7 @@ class ReducedWindow(StatefulComputation):
             release(rdd)
         self._superseded = []
         for name, piece in pieces.items():
-            rdd = self._in_partitions(piece)
+            rdd = in_partitions(piece, self.partitions)
             if name.startswith("batch-"):
                 self._batches[int(name.removeprefix("batch-"))] = persist(rdd)
             elif name.startswith("window-"):
@@ -268,15 +269,8 @@ class ReducedWindow(StatefulComputation):
         for rdd in held:
             release(rdd)
 
-    def _in_partitions(self, rdd: RDD) -> RDD:
-        """`rdd` in the window's partitions; a checkpoint piece written in another count (before
-        a rescale) moves into them."""
-        if rdd.getNumPartitions() == self.partitions:
-            return rdd
-        return rdd.partitionBy(self.partitions)
-
     def _repartitioned(self, rdd: RDD) -> RDD:
-        moved = persist(self._in_partitions(rdd))
+        moved = persist(in_partitions(rdd, self.partitions))
         moved.count()  # materialized while the RDD it is moved from is still persisted
         return moved
 
