@@ -12,11 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from prometheus_client import CollectorRegistry
-
 from service.graph.dstream import StatefulDStream
 from service.graph.event_window import EventTimeFigures, EventWindow
-from service.observe.declare import Declare
+from service.observe.catalogue import MetricSet
 
 
 def event_time_figures(streams: Iterable[StatefulDStream]) -> dict[str, tuple[str, Any]]:
@@ -31,37 +29,8 @@ def event_time_figures(streams: Iterable[StatefulDStream]) -> dict[str, tuple[st
 
 
 class EventTimeMetrics:
-    def __init__(self, registry: CollectorRegistry) -> None:
-        declare = Declare(registry)
-        self._watermark = declare.gauge(
-            "dstreams_event_watermark_timestamp_seconds",
-            "Event-time watermark (newest event time seen minus the slack), seconds since epoch.",
-            "stream",
-        )
-        self._lag = declare.gauge(
-            "dstreams_event_watermark_lag_seconds",
-            "Latest batch time minus the event-time watermark.",
-            "stream",
-        )
-        self._open = declare.gauge(
-            "dstreams_event_open_windows", "Event-time windows held open.", "stream"
-        )
-        self._emitted = declare.counter(
-            "dstreams_event_windows_emitted_total",
-            "Event-time window results emitted (first emissions and corrections).",
-            "stream",
-        )
-        self._corrections = declare.counter(
-            "dstreams_event_corrections_total",
-            "Event-time window results emitted again with a higher revision (late records).",
-            "stream",
-        )
-        self._late = declare.counter(
-            "dstreams_event_late_records_total",
-            "Records too late for every window they belong to, dropped or sent to dead letters.",
-            "stream",
-            "action",
-        )
+    def __init__(self, metrics: MetricSet) -> None:
+        self._m = metrics
         self._seen: dict[str, EventTimeFigures] = {}
 
     def record(self, stream: str, late_action: str, figures: EventTimeFigures, now_ms: int) -> None:
@@ -71,12 +40,18 @@ class EventTimeMetrics:
             return
         self._seen[stream] = figures
         if figures.watermark_ms is not None:
-            self._watermark.labels(stream).set(figures.watermark_ms / 1000)
-            self._lag.labels(stream).set(max(0, now_ms - figures.watermark_ms) / 1000)
-        self._open.labels(stream).set(figures.open_windows)
+            self._m.gauge("dstreams_event_watermark_timestamp_seconds").labels(stream).set(
+                figures.watermark_ms / 1000
+            )
+            self._m.gauge("dstreams_event_watermark_lag_seconds").labels(stream).set(
+                max(0, now_ms - figures.watermark_ms) / 1000
+            )
+        self._m.gauge("dstreams_event_open_windows").labels(stream).set(figures.open_windows)
         totals = (figures.emitted, figures.corrections, figures.late)
         previous = (before.emitted, before.corrections, before.late) if before else (0, 0, 0)
         grown = [now - then for now, then in zip(totals, previous, strict=True)]
-        self._emitted.labels(stream).inc(max(0, grown[0]))
-        self._corrections.labels(stream).inc(max(0, grown[1]))
-        self._late.labels(stream, late_action).inc(max(0, grown[2]))
+        self._m.counter("dstreams_event_windows_emitted_total").labels(stream).inc(max(0, grown[0]))
+        self._m.counter("dstreams_event_corrections_total").labels(stream).inc(max(0, grown[1]))
+        self._m.counter("dstreams_event_late_records_total").labels(stream, late_action).inc(
+            max(0, grown[2])
+        )

@@ -14,6 +14,7 @@ from service.driver.late_records import late_dead_letter
 from service.errors import ConfigError
 from service.graph import event_functions as ef
 from service.graph.event_window import EventTimeFigures, event_window_spec
+from service.observe.catalogue import MetricSet
 from service.observe.event_time_metrics import EventTimeMetrics
 from service.observe.status import StatusBoard
 
@@ -82,7 +83,7 @@ def test_a_late_kafka_record_keeps_where_it_came_from_as_a_dead_letter() -> None
 
 def test_metrics_count_what_grew_and_show_the_watermark() -> None:
     registry = CollectorRegistry()
-    metrics = EventTimeMetrics(registry)
+    metrics = EventTimeMetrics(MetricSet(registry, "driver"))
     metrics.record("s3", "drop", EventTimeFigures(5000, 2000, 4, 3, 1, 2), 5000)
     metrics.record("s3", "drop", EventTimeFigures(5000, 2000, 4, 3, 1, 2), 5000)  # seen: no-op
     metrics.record("s3", "drop", EventTimeFigures(6000, 2500, 1, 5, 1, 7), 6000)
