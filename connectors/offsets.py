@@ -68,5 +68,7 @@ class OffsetRange:
         return fields_from_json(cls, data, _KEYS)
 
 
+# Offsets a batch skipped, e.g. because retention deleted them before they were read.
+Skipped = tuple[OffsetRange, ...]
 # The JSON keys of a range's ends, as journals written by every earlier build hold them.
 _KEYS = {"from_offset": "from", "until_offset": "until"}

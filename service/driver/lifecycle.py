@@ -30,7 +30,7 @@ from dataclasses import replace
 from functools import partial
 from typing import Protocol
 
-from connectors.offsets import OffsetRange
+from connectors.offsets import OffsetRange, Skipped
 from service import faults
 from service.driver.sink_outages import RunDirectly, SinkOutages
 from service.driver.steps import StepTimer
@@ -72,11 +72,7 @@ class JournalWriter(Protocol):
     def journal_planned(self, plan: BatchPlan, fingerprint: str) -> None: ...
 
     def journal_completed(
-        self,
-        batch_time: int,
-        outputs: dict[str, int],
-        skipped: tuple[OffsetRange, ...] = (),
-        partitions: dict[str, int] | None = None,
+        self, batch_time: int, outputs: dict[str, int], skipped: Skipped, partitions: dict[str, int]
     ) -> None: ...
 
 
@@ -192,7 +188,7 @@ class BatchLifecycle:
         self,
         batch_time: int,
         results: list[OutputResult],
-        skipped: tuple[OffsetRange, ...] = (),
+        skipped: Skipped = (),
     ) -> None:
         faults.crash_point("before-completed")
         if self.journal is not None:
@@ -277,7 +273,7 @@ class BatchLifecycle:
             counters.value = {k: v for k, v in counters.value.items() if not is_timestamp(k)}
 
 
-def skipped_offsets(before: Counts, after: Counts) -> tuple[OffsetRange, ...]:
+def skipped_offsets(before: Counts, after: Counts) -> Skipped:
     """The runs of deleted offsets this batch's reads skipped (fail_on_data_loss off)."""
     new = {key: n for key, n in after.items() if n != before.get(key, 0)}
     return tuple(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Protocol
 
 from service.errors import DStreamsError
@@ -33,25 +34,19 @@ class ForgettingOutput(Protocol):
     def forget_before(self, app: str, batch_time: int) -> None: ...
 
 
+@dataclass
 class ForgettingJournal:
     """`journal`, whose appends also move the outputs' marker horizon (see the module)."""
 
-    def __init__(
-        self,
-        journal: Journal,
-        app_id: str,
-        outputs: Sequence[ForgettingOutput],
-        *,
-        prune_every: int = PRUNE_EVERY,
-        grace_ms: int = GRACE_MS,
-    ) -> None:
-        self.journal = journal
-        self.app_id = app_id
-        self.outputs = outputs
-        self.prune_every = prune_every
-        self.grace_ms = grace_ms
-        self.forgotten: int | None = None
-        self._since_prune = 0
+    journal: Journal
+    app_id: str
+    outputs: Sequence[ForgettingOutput]
+    _: KW_ONLY
+    prune_every: int = PRUNE_EVERY
+    grace_ms: int = GRACE_MS
+    forgotten: int | None = field(default=None, init=False)
+    """The horizon last told to the outputs: markers of batches before it are deleted."""
+    _since_prune: int = field(default=0, init=False)
 
     def open(self) -> int:
         return self.journal.open()

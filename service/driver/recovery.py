@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from connectors.offsets import OffsetRange
+from connectors.offsets import Skipped
 from service.driver.lifecycle import BatchLifecycle
 from service.driver.rescale import Rescale, state_rescales
 from service.driver.scheduler import align_down, now_ms
@@ -65,13 +65,9 @@ class JournalLog:
         self._graph_written = True
 
     def journal_completed(
-        self,
-        batch_time: int,
-        outputs: dict[str, int],
-        skipped: tuple[OffsetRange, ...] = (),
-        partitions: dict[str, int] | None = None,
+        self, batch_time: int, outputs: dict[str, int], skipped: Skipped, partitions: dict[str, int]
     ) -> None:
-        record = CompletedRecord(self.epoch, batch_time, outputs, skipped, partitions or {})
+        record = CompletedRecord(self.epoch, batch_time, outputs, skipped, partitions)
         self._append(record)
 
     def journal_checkpoint(self, batch_time: int, refs: dict[str, str]) -> None:

@@ -214,10 +214,8 @@ class IngestWriter:
         self.ack_timeout_s = ack_timeout_s
         self._on_ready = on_ready
         self._intake = _Intake(ledger, ack_timeout_s)
-        self._lanes = [
-            _Lane(index, self._intake, make_producer, read_keys, keys_topic, self._lane_changed)
-            for index in range(lanes)
-        ]
+        tools = _LaneTools(make_producer, read_keys, keys_topic, self._lane_changed)
+        self._lanes = [_Lane(index, self._intake, tools) for index in range(lanes)]
 
     # --- the intake -------------------------------------------------------------------------
 
@@ -315,24 +313,24 @@ class IngestWriter:
         self._on_ready(self.ready)
 
 
+@dataclass(frozen=True)
+class _LaneTools:
+    """What every lane of a writer is given (see `IngestWriter`)."""
+
+    make_producer: Callable[[int], Any]
+    read_keys: Callable[[int], int]
+    keys_topic: str
+    changed: Callable[[], None]
+    """Called when a lane becomes ready or stops being so."""
+
+
 class _Lane:
     """One transactional producer and the thread that writes its groups (module docstring)."""
 
-    def __init__(
-        self,
-        index: int,
-        intake: _Intake,
-        make_producer: Callable[[int], Any],
-        read_keys: Callable[[int], int],
-        keys_topic: str,
-        changed: Callable[[], None],
-    ) -> None:
+    def __init__(self, index: int, intake: _Intake, tools: _LaneTools) -> None:
         self.index = index
         self.intake = intake
-        self._make_producer = make_producer
-        self._read_keys = read_keys
-        self.keys_topic = keys_topic
-        self._changed = changed
+        self.tools = tools
         self._producer: Any = None
         self._initialising: tuple[Any, bool] | None = None
         """A producer being set up, and whether its init_transactions() has returned."""
@@ -397,7 +395,7 @@ class _Lane:
         try:
             producer = self._initialised_producer()
             self.fenced_older = True
-            offset = self._read_keys(self.intake.keys_offset)
+            offset = self.tools.read_keys(self.intake.keys_offset)
         except Exception as error:  # the cluster is unavailable; tried again after a pause
             log.warning("ingest producer %d not ready, retrying: %s", self.index, error)
             return False
@@ -412,7 +410,7 @@ class _Lane:
             self.index,
             len(self.intake.ledger),
         )
-        self._changed()
+        self.tools.changed()
         return True
 
     def _initialised_producer(self) -> Any:
@@ -422,7 +420,7 @@ class _Lane:
         instance, as librdkafka asks: a new instance beside it would race it for the epoch, and
         the first one to get it would be fenced by the other."""
         if self._initialising is None:
-            self._initialising = (self._make_producer(self.index), False)
+            self._initialising = (self.tools.make_producer(self.index), False)
         producer, initialised = self._initialising
         if not initialised:
             try:
@@ -492,7 +490,7 @@ class _Lane:
         stamps: dict[str, int] = {}
         for key, entry in entries.items():
             stamp = _KeyStamp(key, stamps)
-            self._produce(self.keys_topic, key.encode(), entry.encode(), (), deadline, stamp)
+            self._produce(self.tools.keys_topic, key.encode(), entry.encode(), (), deadline, stamp)
         return stamps
 
     def _produce_requests(
@@ -699,7 +697,7 @@ class _Lane:
         with self.intake.lock:
             producer, self._producer = self._producer, None
         if producer is not None:
-            self._changed()
+            self.tools.changed()
             _purge(producer)
 
     def _fail_queued(self, detail: str) -> None:

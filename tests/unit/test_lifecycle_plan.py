@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from connectors.offsets import OffsetRange
+from connectors.offsets import OffsetRange, Skipped
 from service.driver.lifecycle import BatchLifecycle
 from service.graph.base import OutputResult
 from service.graph.context import StreamingContext
@@ -65,17 +65,13 @@ class RecordingJournal:
     def __init__(self) -> None:
         self.planned: list[BatchPlan] = []
         self.completed: list[int] = []
-        self.partitions: list[dict[str, int] | None] = []
+        self.partitions: list[dict[str, int]] = []
 
     def journal_planned(self, plan: BatchPlan, fingerprint: str) -> None:
         self.planned.append(plan)
 
     def journal_completed(
-        self,
-        batch_time: int,
-        outputs: dict[str, int],
-        skipped: tuple[OffsetRange, ...] = (),
-        partitions: dict[str, int] | None = None,
+        self, batch_time: int, outputs: dict[str, int], skipped: Skipped, partitions: dict[str, int]
     ) -> None:
         self.completed.append(batch_time)
         self.partitions.append(partitions)
