@@ -36,18 +36,16 @@ Report = Callable[[str, str, bool], None]
 
 @dataclass(frozen=True)
 class Replication:
-    """How a topic is (or would be) replicated."""
+    """How a topic is, or would be, replicated; as a requirement, the least of each that is
+    enough (kafka.min_replication_factor, kafka.min_insync_replicas)."""
 
     factor: int
     """Replicas of the least replicated partition."""
     min_insync: int
     """The effective min.insync.replicas (the topic's own, else the broker's default)."""
 
-
-@dataclass(frozen=True)
-class Requirement:
-    factor: int
-    min_insync: int
+    def meets(self, requirement: Replication) -> bool:
+        return self.factor >= requirement.factor and self.min_insync >= requirement.min_insync
 
 
 @dataclass(frozen=True)
@@ -128,7 +126,7 @@ def matching_topics(admin: Any, pattern: str, timeout_s: float = DESCRIBE_TIMEOU
 def shortfalls(
     uses: Sequence[TopicUse],
     found: Mapping[str, Replication],
-    requirement: Requirement,
+    requirement: Replication,
     broker_default_min_insync: int,
     bootstrap: str,
 ) -> list[Shortfall]:
@@ -143,17 +141,14 @@ def shortfalls(
             replication = Replication(use.creates_with, min_insync)
         else:
             continue  # neither there nor ours to create: whoever reads it reports it missing
-        if (
-            replication.factor < requirement.factor
-            or replication.min_insync < requirement.min_insync
-        ):
+        if not replication.meets(requirement):
             message = _explain(use, replication, exists, requirement, bootstrap)
             short.append(Shortfall(use, replication, exists, message))
     return short
 
 
 def _explain(
-    use: TopicUse, found: Replication, exists: bool, wanted: Requirement, bootstrap: str
+    use: TopicUse, found: Replication, exists: bool, wanted: Replication, bootstrap: str
 ) -> str:
     state = "has" if exists else "does not exist yet and would be created with"
     role = f"{use.role} of {use.owner}" if use.owner else use.role
@@ -188,7 +183,7 @@ def _explain(
 def enforce(
     admin: Any,
     uses_of: Callable[[Any], Sequence[TopicUse]],
-    requirement: Requirement,
+    requirement: Replication,
     *,
     required: bool,
     bootstrap: str,

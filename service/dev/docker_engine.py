@@ -110,7 +110,10 @@ class EngineLayout:
 
 @dataclass(frozen=True)
 class EnginePlan:
-    """What to do for an engine: `use` one that answers, `join` or `start` the private one."""
+    """What to do for an engine (`plan_engine`), at `docker_host`.
+
+    `use` an engine that answers there (the one `DOCKER_HOST` names, or the default one); `join`
+    our private engine that another session started; `start` the private engine."""
 
     action: Action
     docker_host: str

@@ -15,8 +15,8 @@ from functools import partial
 from typing import Protocol
 
 from connectors.replication import (
+    Replication,
     Report,
-    Requirement,
     TopicUse,
     enforce,
     matching_topics,
@@ -51,7 +51,7 @@ def check_replication(
     enforce(
         admin,
         lambda client: unique(job_topics(settings, ctx, partial(matching_topics, client))),
-        Requirement(kafka.min_replication_factor, kafka.min_insync_replicas),
+        Replication(kafka.min_replication_factor, kafka.min_insync_replicas),
         required=kafka.require_replication,
         bootstrap=kafka.bootstrap_servers,
         report=report,

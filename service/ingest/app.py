@@ -33,7 +33,7 @@ from connectors.kafka_client import (
     new_admin_client,
     new_transactional_producer,
 )
-from connectors.replication import Requirement, TopicUse, enforce
+from connectors.replication import Replication, TopicUse, enforce
 from service.config.runtime import IngestTlsSettings
 from service.config.settings import Settings
 from service.errors import ConfigError, IngestError
@@ -193,7 +193,7 @@ class IngestService:
         enforce(
             admin,
             self._topic_uses,
-            Requirement(kafka.min_replication_factor, kafka.min_insync_replicas),
+            Replication(kafka.min_replication_factor, kafka.min_insync_replicas),
             required=kafka.require_replication,
             bootstrap=kafka.bootstrap_servers,
             report=self.metrics.set_topic_under_replicated,

@@ -29,7 +29,10 @@ from service.journal.records import JournalRecord, PlannedRecord
 
 @dataclass(frozen=True)
 class Violation:
-    """One broken promise: `kind` is gap, overlap, replanned, unplanned or skipped-unplanned."""
+    """One broken promise of the journal, found by `audit_journal`.
+
+    `kind` is gap, overlap, replanned, unplanned or skipped-unplanned; `message` says which
+    batches and offsets, and what was expected instead."""
 
     kind: str
     message: str
@@ -45,7 +48,8 @@ class PartitionCoverage:
     until_offset: int
     batches: int
     lost: int = 0
-    """Offsets inside the planned ranges that reads skipped because retention deleted them."""
+    """Offsets inside the planned ranges that reads skipped because retention deleted them
+    (counted only for sources read with `fail_on_data_loss: false`)."""
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,6 @@ import pytest
 
 from connectors.replication import (
     Replication,
-    Requirement,
     TopicUse,
     enforce,
     shortfalls,
@@ -16,7 +15,7 @@ from connectors.replication import (
 )
 from service.errors import ReplicationInsufficient
 
-WANTED = Requirement(factor=3, min_insync=2)
+WANTED = Replication(factor=3, min_insync=2)
 BOOTSTRAP = "b0:9092"
 
 
