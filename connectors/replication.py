@@ -68,6 +68,9 @@ class TopicUse:
 
 @dataclass(frozen=True)
 class Shortfall:
+    """A topic below the requirement: `found` is how it is (or, when it does not exist, how the
+    process would create it); `message` says what is short and how to fix it."""
+
     use: TopicUse
     found: Replication
     exists: bool

@@ -44,7 +44,8 @@ _LOG = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class TopicSpec:
-    """A topic as its user configures it."""
+    """A topic as its user configures it: what `ensure_topic` creates when it is missing, and
+    what it checks an existing topic against (the partition count, and the `kept` settings)."""
 
     name: str
     partitions: int

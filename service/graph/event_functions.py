@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Generator, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, NamedTuple
 
 NEW = 0
@@ -80,6 +80,14 @@ class EventWindowSpec:
     late: str
     max_skew_ms: int = DEFAULT_MAX_SKEW_MS
     """How far ahead of the watermark an event time may be; later ones are late records."""
+
+    def settings(self) -> dict[str, Any]:
+        """The durations and the late policy, as the graph's fingerprint records them (the
+        functions are the job's code, not part of the graph's shape)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _FUNCTIONS}
+
+
+_FUNCTIONS = ("event_time", "reduce", "lift")
 
 
 def window_starts(event_ms: int, length_ms: int, slide_ms: int) -> list[int]:

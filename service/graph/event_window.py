@@ -121,15 +121,7 @@ class EventWindow(StatefulComputation):
         super().__init__(ctx, parent, "event_window")
         self.spec = spec
         self.partitions = partitions
-        self.params.update(
-            length_ms=spec.length_ms,
-            slide_ms=spec.slide_ms,
-            slack_ms=spec.slack_ms,
-            allowed_lateness_ms=spec.allowed_lateness_ms,
-            late=spec.late,
-            max_skew_ms=spec.max_skew_ms,
-            partitions=partitions,
-        )
+        self.params.update(spec.settings(), partitions=partitions)
         self._states: list[tuple[int, RDD]] = []
         self._figures: Any = None
         self.latest_figures: EventTimeFigures | None = None

@@ -55,6 +55,28 @@ class Journal(Protocol):
         ...
 
 
+class WritingJournal:
+    """What each journal backend keeps of its writing: the epoch it holds, and the failure that
+    left its store in a state it cannot know, after which it refuses every append (only a new
+    writer, which reads the store afresh, can go on)."""
+
+    _epoch: int | None = None
+    _broken: str | None = None
+
+    @property
+    def epoch(self) -> int | None:
+        """The epoch this writer holds, once `open` has returned."""
+        return self._epoch
+
+    def _refuse_if_broken(self, journal: str, failed: str, unknown: str) -> None:
+        if self._broken is not None:
+            msg = (
+                f"{journal} refused the append: an earlier {failed} failed ({self._broken}) and "
+                f"{unknown} state is unknown; restart the driver"
+            )
+            raise JournalError(msg)
+
+
 def replay(records: Iterable[AnyRecord]) -> list[JournalRecord]:
     """Flatten snapshots: each one stands for everything appended before it."""
     out: list[JournalRecord] = []
@@ -230,23 +252,23 @@ def _check_replans(records: Iterable[JournalRecord]) -> None:
             continue
         earlier = first.setdefault(record.batch_time, record)
         if sorted(earlier.ranges) != sorted(record.ranges):
-            msg = (
+            found = (
                 f"batch {record.batch_time} was planned twice with different inputs: epoch "
                 f"{earlier.epoch} planned {_describe(earlier)}, epoch {record.epoch} planned "
-                f"{_describe(record)}; expected a re-planned batch to reuse its journaled ranges, "
-                f"or its output would differ between runs. {_FIX_HINT}"
+                f"{_describe(record)}"
             )
-            raise JournalError(msg)
+            expected = "a re-planned batch to reuse its journaled ranges, or its output would "
+            expected += "differ between runs"
+            raise JournalError(_broken(found, expected))
 
 
 def _check_completed_were_planned(state: JournalState) -> None:
     unplanned = sorted(t for t in state.completed if t not in state.planned)
     if unplanned:
-        msg = (
-            f"batches {unplanned} are journaled as completed but were never planned; expected "
-            f"every completed batch to have a planned record before it. {_FIX_HINT}"
+        found = f"batches {unplanned} are journaled as completed but were never planned"
+        raise JournalError(
+            _broken(found, "every completed batch to have a planned record before it")
         )
-        raise JournalError(msg)
 
 
 def _check_contiguity(planned: dict[int, PlannedRecord]) -> None:
@@ -263,13 +285,18 @@ def _check_contiguity(planned: dict[int, PlannedRecord]) -> None:
 def _gap(r: OffsetRange, prev_time: int, prev_until: int, t: int) -> OffsetGap:
     delta = r.from_offset - prev_until
     what = f"{delta} offsets never read" if delta > 0 else f"{-delta} offsets read twice"
-    msg = (
+    found = (
         f"offsets of topic {r.topic!r} partition {r.partition} are not contiguous: batch "
         f"{prev_time} planned until offset {prev_until}, batch {t} planned from offset "
-        f"{r.from_offset} ({what}); expected each batch to start where the previous one "
-        f"ended. {_FIX_HINT}"
+        f"{r.from_offset} ({what})"
     )
-    return OffsetGap(msg)
+    return OffsetGap(_broken(found, "each batch to start where the previous one ended"))
+
+
+def _broken(found: str, expected: str) -> str:
+    """A message for a journal that breaks one of its rules: what is there, what was expected,
+    and what to do."""
+    return f"{found}; expected {expected}. {_FIX_HINT}"
 
 
 def _describe(record: PlannedRecord) -> str:

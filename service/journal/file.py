@@ -33,7 +33,7 @@ from pathlib import Path
 
 from service.durable import disk_full, fsync_directory, replace_durably
 from service.errors import FencedOut, JournalCorrupt, JournalDiskFull, JournalError
-from service.journal.base import compact, replay
+from service.journal.base import WritingJournal, compact, replay
 from service.journal.records import (
     AnyRecord,
     EpochRecord,
@@ -122,7 +122,7 @@ def _decode_at(body: bytes, path: Path, offset: int) -> AnyRecord:
         raise type(exc)(msg) from exc
 
 
-class FileJournal:
+class FileJournal(WritingJournal):
     """The journal in one file; see the module docstring for the format and the append steps."""
 
     def __init__(
@@ -139,15 +139,8 @@ class FileJournal:
         self._compact_at = compact_bytes
         self._fd: int | None = None
         self._lock_fd: int | None = None
-        self._epoch: int | None = None
         self._end = 0
         self._ino = 0
-        self._broken: str | None = None
-
-    @property
-    def epoch(self) -> int | None:
-        """The epoch this writer holds, once `open` has returned."""
-        return self._epoch
 
     def open(self) -> int:
         if self._lock_fd is not None:
@@ -204,12 +197,7 @@ class FileJournal:
         if self._fd is None or self._epoch is None:
             msg = f"journal {self.path} is not open for writing; call open() first"
             raise JournalError(msg)
-        if self._broken is not None:
-            msg = (
-                f"journal {self.path} refused the append: an earlier write failed "
-                f"({self._broken}) and the file's state is unknown; restart the driver"
-            )
-            raise JournalError(msg)
+        self._refuse_if_broken(f"journal {self.path}", "write", "the file's")
         if record.epoch != self._epoch:
             msg = (
                 f"record of epoch {record.epoch} cannot be appended to journal {self.path}, "

@@ -52,7 +52,7 @@ from connectors.kafka_client import (
     new_transactional_producer,
 )
 from service.errors import FencedOut, JournalError
-from service.journal.base import compact, replay
+from service.journal.base import WritingJournal, compact, replay
 from service.journal.records import (
     AnyRecord,
     CheckpointRecord,
@@ -89,7 +89,7 @@ def transactional_id(app_id: str) -> str:
     return f"{transactional_id_prefix(app_id)}journal"
 
 
-class KafkaJournal:
+class KafkaJournal(WritingJournal):
     """The journal in a single-partition topic; see the module docstring for the design."""
 
     def __init__(
@@ -114,14 +114,8 @@ class KafkaJournal:
         # Bounds every blocking call: broker fail-over plus a leader election fit well within it.
         self.timeout_s = timeout_s
         self._producer: Any = None
-        self._epoch: int | None = None
         self._records: list[JournalRecord] = []
         self._since_snapshot = 0
-        self._broken: str | None = None
-
-    @property
-    def epoch(self) -> int | None:
-        return self._epoch
 
     # --- the Journal protocol -----------------------------------------------------------------
 
@@ -143,7 +137,7 @@ class KafkaJournal:
         return epoch
 
     def append(self, record: JournalRecord) -> None:
-        self._refuse_if_broken()
+        self._refuse_appends_if_broken()
         if self._producer is None or self._epoch is None:
             msg = f"journal topic {self.topic!r} is not open for writing; call open() first"
             raise JournalError(msg)
@@ -198,7 +192,7 @@ class KafkaJournal:
 
     def _transact(self, value: bytes) -> None:
         """Append one message in its own transaction; durable once this returns."""
-        self._refuse_if_broken()
+        self._refuse_appends_if_broken()
         deadline = time.monotonic() + self.timeout_s
         while True:
             try:
@@ -212,13 +206,8 @@ class KafkaJournal:
             if self._commit(deadline):
                 return
 
-    def _refuse_if_broken(self) -> None:
-        if self._broken is not None:
-            msg = (
-                f"journal topic {self.topic!r} refused the append: an earlier append failed "
-                f"({self._broken}) and the producer's state is unknown; restart the driver"
-            )
-            raise JournalError(msg)
+    def _refuse_appends_if_broken(self) -> None:
+        self._refuse_if_broken(f"journal topic {self.topic!r}", "append", "the producer's")
 
     def _commit(self, deadline: float) -> bool:
         """Commit the open transaction: True once durable, False if it was aborted (send again)."""
