@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import typing
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any, ClassVar, Self, TypeVar
 
 T = TypeVar("T")
 
@@ -47,6 +47,20 @@ def fields_from_json(
         name: convert(data[keys.get(name, name)]) for name, convert in _converters(cls).items()
     }
     return cls(**values)
+
+
+class JsonFields:
+    """Gives a flat dataclass `to_json` and `from_json` (the functions above); a class renames
+    keys in `JSON_KEYS`."""
+
+    JSON_KEYS: ClassVar[Mapping[str, str]] = _SAME_KEYS
+
+    def to_json(self) -> dict[str, Any]:
+        return fields_to_json(self, self.JSON_KEYS)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Self:
+        return fields_from_json(cls, data, cls.JSON_KEYS)
 
 
 def _converters(cls: type[Any]) -> dict[str, Callable[[Any], Any]]:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import ClassVar
 
-from connectors.json_fields import fields_from_json, fields_to_json
+from connectors.json_fields import JsonFields
 
 
 @dataclass(frozen=True, order=True)
-class OffsetRange:
+class OffsetRange(JsonFields):
     """Records `[from_offset, until_offset)` of one topic partition.
 
     >>> r = OffsetRange("clicks", 0, 100, 110)
@@ -29,6 +29,8 @@ class OffsetRange:
     partition: int
     from_offset: int
     until_offset: int
+    # The JSON keys of a range's ends, as journals written by every earlier build hold them.
+    JSON_KEYS: ClassVar[dict[str, str]] = {"from_offset": "from", "until_offset": "until"}
 
     def __post_init__(self) -> None:
         if self.from_offset < 0 or self.until_offset < self.from_offset:
@@ -60,15 +62,6 @@ class OffsetRange:
             start = end
         return parts
 
-    def to_json(self) -> dict[str, Any]:
-        return fields_to_json(self, _KEYS)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> OffsetRange:
-        return fields_from_json(cls, data, _KEYS)
-
 
 # Offsets a batch skipped, e.g. because retention deleted them before they were read.
 Skipped = tuple[OffsetRange, ...]
-# The JSON keys of a range's ends, as journals written by every earlier build hold them.
-_KEYS = {"from_offset": "from", "until_offset": "until"}

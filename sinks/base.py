@@ -31,11 +31,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from connectors.json_fields import fields_from_json, fields_to_json
+from connectors.json_fields import JsonFields
 
 
 @dataclass(frozen=True, order=True)
-class BatchKey:
+class BatchKey(JsonFields):
     """Names one task's share of one batch of one output; the unit of idempotence.
 
     >>> key = BatchKey("wordcount", "counts", 1_700_000_000_000, 3)
@@ -54,13 +54,6 @@ class BatchKey:
     output: str
     batch_time: int
     partition: int
-
-    def to_json(self) -> dict[str, Any]:
-        return fields_to_json(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> BatchKey:
-        return fields_from_json(cls, data)
 
 
 @dataclass(frozen=True)

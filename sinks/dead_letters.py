@@ -86,27 +86,11 @@ class DeadLetterSink(KafkaSink):
     """A `KafkaSink` whose rows are `DeadLetter`s, written with their original bytes and headers."""
 
     def __init__(
-        self,
-        conf: dict[str, str],
-        topic: str,
-        partitions: int = 1,
-        replication_factor: int = 1,
-        marker_topic: str | None = None,
-        transaction_timeout_ms: int = 60000,
-        marker_partitions: int | None = None,
-        local_master: bool = False,
+        self, conf: dict[str, str], topic: str, *, partitions: int = 1, **options: Any
     ) -> None:
-        super().__init__(
-            conf,
-            topic,
-            partitions=partitions,
-            replication_factor=replication_factor,
-            marker_topic=marker_topic,
-            transaction_timeout_ms=transaction_timeout_ms,
-            serializer="bytes",
-            marker_partitions=marker_partitions,
-            local_master=local_master,
-        )
+        """`options` are those of `KafkaSink` but its serializer: a dead letter is written as
+        the bytes it was read as."""
+        super().__init__(conf, topic, partitions=partitions, serializer="bytes", **options)
 
     topic_role = "dead-letters"
 

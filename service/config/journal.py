@@ -50,12 +50,7 @@ class KafkaJournalSettings(ConfigModel):
 
     @model_validator(mode="after")
     def _writable(self) -> KafkaJournalSettings:
-        require_min_insync_within(
-            self.min_insync_replicas,
-            "replication_factor",
-            self.replication_factor,
-            "no write could ever succeed",
-        )
+        require_min_insync_within(self, "replication_factor", "no write could ever succeed")
         return self
 
     def build(self, app_id: str, kafka: KafkaSettings) -> KafkaJournal:

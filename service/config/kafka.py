@@ -7,7 +7,7 @@ Secrets are `SecretStr`, revealed only by `KafkaSettings.librdkafka_config()` an
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from pydantic import Field, PrivateAttr, SecretStr, field_validator, model_validator
 
@@ -55,12 +55,8 @@ class KafkaSettings(ConfigModel):
 
     @model_validator(mode="after")
     def _reachable_minimum(self) -> KafkaSettings:
-        require_min_insync_within(
-            self.min_insync_replicas,
-            "min_replication_factor",
-            self.min_replication_factor,
-            "a topic that met both could never take a write",
-        )
+        consequence = "a topic that met both could never take a write"
+        require_min_insync_within(self, "min_replication_factor", consequence)
         return self
 
     @model_validator(mode="after")
@@ -87,15 +83,19 @@ class KafkaSettings(ConfigModel):
         return conf
 
 
-def require_min_insync_within(
-    min_insync_replicas: int, replicas_name: str, replicas: int, consequence: str
-) -> None:
-    """Refuse a `min_insync_replicas` above the replicas a topic has (named `replicas_name`):
-    `acks=all` could then never be met; `consequence` says what that means where it is set."""
-    if min_insync_replicas > replicas:
+class _MinInsync(Protocol):
+    min_insync_replicas: int
+
+
+def require_min_insync_within(settings: _MinInsync, replicas_field: str, consequence: str) -> None:
+    """Refuse a `settings.min_insync_replicas` above the replicas its topics have (the field
+    `replicas_field`): `acks=all` could then never be met; `consequence` says what that means
+    where it is set."""
+    replicas: int = getattr(settings, replicas_field)
+    if settings.min_insync_replicas > replicas:
         msg = (
-            f"min_insync_replicas ({min_insync_replicas}) exceeds {replicas_name} ({replicas}); "
-            f"{consequence}"
+            f"min_insync_replicas ({settings.min_insync_replicas}) exceeds {replicas_field} "
+            f"({replicas}); {consequence}"
         )
         raise ValueError(msg)
 
