@@ -62,10 +62,12 @@ class BatchOutcome:
 
     @property
     def input_records(self) -> int:
+        """Records the batch read, those that failed to decode included."""
         return total_records(self.counters)
 
     @property
     def decode_errors(self) -> int:
+        """Records that failed to decode, or whose parse function raised."""
         return total_decode_errors(self.counters)
 
 

@@ -264,10 +264,6 @@ class PieceManifest:
     def total_records(self) -> int:
         return sum(self.records)
 
-    @property
-    def total_bytes(self) -> int:
-        return sum(self.sizes)
-
     def to_json(self) -> dict[str, Any]:
         return {
             "v": self.version,
@@ -278,6 +274,10 @@ class PieceManifest:
             "sha256": list(self.sha256),
             **({"key_placement": self.key_placement} if self.key_placement else {}),
         }
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(self.sizes)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> PieceManifest:

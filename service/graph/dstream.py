@@ -266,8 +266,8 @@ class DStream:
         function: Reduce,
         inv_function: Reduce | None = None,
         *,
-        length_ms: int,
         slide_ms: int | None = None,
+        length_ms: int,
     ) -> DStream:
         """One value per window: the reduction of every row in it (by one key, on one partition)."""
         keyed = self.map(state_functions.key_by_none)
