@@ -26,11 +26,12 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Literal
 
+from service.dev.environ import patched_environ
 from service.dev.file_lock import exclusive_lock
 from service.dev.files import FileIn
 from service.dev.processes import signal_pid
@@ -251,19 +252,9 @@ def docker_engine(
         yield DockerEngine(layout.docker_host, private_dir=layout.run_dir)
 
 
-@contextmanager
-def engine_environment(engine: DockerEngine) -> Iterator[None]:
+def engine_environment(engine: DockerEngine) -> AbstractContextManager[None]:
     """Set the engine's variables in os.environ for the duration, then restore them."""
-    saved = {name: os.environ.get(name) for name in engine.environment()}
-    os.environ.update(engine.environment())
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+    return patched_environ(engine.environment())
 
 
 @contextmanager

@@ -134,8 +134,8 @@ def kill_at_random(app: ChaosApp, driver: ServiceProcess, rng: random.Random) ->
 def reference_model() -> reference.Model:
     return reference.Model(
         _event_ms,
-        operator.add,
         constant_one,
+        operator.add,
         LENGTH_MS,
         LENGTH_MS,
         SLACK_MS,

@@ -34,17 +34,16 @@ the issue's full size with every crash point through `DSTREAMS_STATE_CHAOS_LINES
 
 from __future__ import annotations
 
-import contextlib
 import os
 import random
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from service.config.runtime import CheckpointSettings
+from service.dev.environ import patched_environ
 from service.dev.service_process import ServiceProcess
 from service.faults import CRASH_EXIT_CODE
 from service.journal.base import JournalState
@@ -84,9 +83,9 @@ class Cut:
     """How much of the run a variant does, and where its checkpoints go."""
 
     lines: int
-    kills: int
     driver_points: tuple[str, ...]
     executor_points: tuple[str, ...]
+    kills: int
     streamed_per_second: int
     """Streamed over about as long as the starts take, so deaths land while input arrives."""
     rate_per_partition: int = RATE_PER_PARTITION
@@ -94,9 +93,9 @@ class Cut:
     on_object_storage: bool = False
 
 
-ON_FILES = Cut(LINES, KILLS, DRIVER_POINTS, EXECUTOR_POINTS, max(300, LINES // 150))
+ON_FILES = Cut(LINES, DRIVER_POINTS, EXECUTOR_POINTS, KILLS, max(300, LINES // 150))
 # The shortest cut: only the deaths inside a checkpoint, where object storage differs.
-ON_S3 = Cut(6000, 0, CHECKPOINT_POINTS, (), 150, rate_per_partition=100, on_object_storage=True)
+ON_S3 = Cut(6000, CHECKPOINT_POINTS, (), 0, 150, rate_per_partition=100, on_object_storage=True)
 
 
 @pytest.mark.timeout(1800 if EVERY_POINT else 900)
@@ -193,20 +192,6 @@ def check_checkpoints_in_the_bucket(
                 store.verify(ref)
     assert not (app.workdir / "state" / "checkpoints").exists()
     print(f"{len(journaled)} journaled checkpoints verified in {store.location}")
-
-
-@contextlib.contextmanager
-def patched_environ(env: dict[str, str]) -> Iterator[None]:
-    saved = {name: os.environ.get(name) for name in env}
-    os.environ.update(env)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 # --- the starts ----------------------------------------------------------------------------

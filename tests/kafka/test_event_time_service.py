@@ -113,7 +113,7 @@ def test_the_event_time_job_writes_the_reference(
             driver.kill()
 
     model = reference.Model(
-        parse_value, functions.add, constant_one, LENGTH_MS, LENGTH_MS, SLACK_MS, LATENESS_MS
+        parse_value, constant_one, functions.add, LENGTH_MS, LENGTH_MS, SLACK_MS, LATENESS_MS
     )
     reference.run(model, journaled_batches(journal, line_at))
     expected = {key: (value, model.revisions[key]) for key, value in model.emitted.items()}

@@ -14,8 +14,9 @@ Record = tuple[Any, Any]  # (key, value)
 @dataclass
 class Model:
     event_time: Callable[[Any], int]
-    reduce: Callable[[Any, Any], Any]
     lift: Callable[[Any], Any]
+    """A value enters its window as `lift(value)`; `reduce` folds the later ones into it."""
+    reduce: Callable[[Any, Any], Any]
     length_ms: int
     slide_ms: int
     slack_ms: int

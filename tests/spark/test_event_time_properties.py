@@ -94,8 +94,8 @@ def expected(batches: list[list[Any]], options: dict[str, int]) -> dict[str, Any
         options["slack_ms"],
         options.get("allowed_lateness_ms", 0),
     )
-    sums, late = reference.run(reference.Model(event_ms, add_amounts, _same, *durations), batches)
-    count_model = reference.Model(event_ms, operator.add, state_functions.constant_one, *durations)
+    sums, late = reference.run(reference.Model(event_ms, _same, add_amounts, *durations), batches)
+    count_model = reference.Model(event_ms, state_functions.constant_one, operator.add, *durations)
     counts, _ = reference.run(count_model, batches)
     return {"sums": sums, "late": late, "counts": counts, "late_dropped": count_model.late_total}
 

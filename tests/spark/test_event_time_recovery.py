@@ -66,8 +66,8 @@ def test_recovered_event_windows_equal_an_uninterrupted_run(sc: Any, tmp_path: P
     batches[10].append(("q", 0))  # late for good by then (the watermark is past 6000)
     model = reference.Model(
         event_ms,
-        operator.add,
         state_functions.constant_one,
+        operator.add,
         OPTIONS["length_ms"],
         OPTIONS["slide_ms"],
         OPTIONS["slack_ms"],

@@ -118,7 +118,7 @@ batches = st.lists(
 def test_the_merge_equals_the_model_with_far_future_records(
     batches: list[list[list[Any]]], max_skew_ms: int
 ) -> None:
-    model = reference.Model(event_ms, operator.add, amount, LENGTH_MS, LENGTH_MS, 0, 0, max_skew_ms)
+    model = reference.Model(event_ms, amount, operator.add, LENGTH_MS, LENGTH_MS, 0, 0, max_skew_ms)
     flat = [[r for part in batch for r in part] for batch in batches]
     expected_results, expected_lates = reference.run(model, flat)
     results, lates, _, counts = run_merge(spec(max_skew_ms), batches)

@@ -7,34 +7,27 @@ import pytest
 from connectors.offsets import OffsetRange
 from service.driver.recovery import first_new_batch_time
 from service.errors import JournalError, OffsetGap
+from service.journal import records as journal
 from service.journal.base import JournalState, compact, replay
-from service.journal.records import (
-    CheckpointRecord,
-    CompletedRecord,
-    EpochRecord,
-    JournalRecord,
-    PlannedRecord,
-    SnapshotRecord,
-)
 
 
-def planned(t: int, *ranges: tuple[str, int, int, int], epoch: int = 1) -> PlannedRecord:
-    return PlannedRecord(epoch, t, tuple(OffsetRange(*r) for r in ranges), "fp")
+def planned(t: int, *ranges: tuple[str, int, int, int], epoch: int = 1) -> journal.PlannedRecord:
+    return journal.PlannedRecord(epoch, t, tuple(OffsetRange(*r) for r in ranges), "fp")
 
 
-def completed(t: int, epoch: int = 1) -> CompletedRecord:
-    return CompletedRecord(epoch, t, {"out": 1})
+def completed(t: int, epoch: int = 1) -> journal.CompletedRecord:
+    return journal.CompletedRecord(epoch, t, {"out": 1})
 
 
-def steady_journal() -> list[JournalRecord]:
+def steady_journal() -> list[journal.JournalRecord]:
     """Epoch 1 plans and completes batches 1000..3000, plans 4000 and 5000, then dies."""
     return [
-        EpochRecord(1, 0, "a"),
+        journal.EpochRecord(1, 0, "a"),
         planned(1000, ("t", 0, 0, 10), ("t", 1, 0, 5)),
         completed(1000),
         planned(2000, ("t", 0, 10, 20), ("t", 1, 5, 5)),
         completed(2000),
-        CheckpointRecord(1, 2000, {"s": "ckpt-2000"}),
+        journal.CheckpointRecord(1, 2000, {"s": "ckpt-2000"}),
         planned(3000, ("t", 0, 20, 25), ("t", 1, 5, 9)),
         completed(3000),
         planned(4000, ("t", 0, 25, 30), ("t", 1, 9, 9)),
@@ -43,13 +36,13 @@ def steady_journal() -> list[JournalRecord]:
 
 
 def test_fold_gives_epoch_batches_checkpoint_and_pending() -> None:
-    state = JournalState.from_records([*steady_journal(), EpochRecord(2, 9, "b")])
+    state = JournalState.from_records([*steady_journal(), journal.EpochRecord(2, 9, "b")])
     state.validate()
     assert state.epoch == 2
     assert [e.owner for e in state.epochs] == ["a", "b"]
     assert sorted(state.planned) == [1000, 2000, 3000, 4000, 5000]
     assert sorted(state.completed) == [1000, 2000, 3000]
-    assert state.checkpoint == CheckpointRecord(1, 2000, {"s": "ckpt-2000"})
+    assert state.checkpoint == journal.CheckpointRecord(1, 2000, {"s": "ckpt-2000"})
     assert [p.batch_time for p in state.pending()] == [4000, 5000]
     assert state.last_positions() == {("t", 0): 31, ("t", 1): 12}
     assert state.last_planned is not None and state.last_planned.batch_time == 5000
@@ -66,7 +59,7 @@ def test_empty_journal() -> None:
 
 def test_gap_names_partition_batches_offsets_and_a_remedy() -> None:
     records = [
-        EpochRecord(1, 0, "a"),
+        journal.EpochRecord(1, 0, "a"),
         planned(1000, ("t", 3, 0, 10)),
         planned(2000, ("t", 3, 12, 20)),
     ]
@@ -99,7 +92,7 @@ def test_partition_appearing_later_starts_anywhere() -> None:
 def test_replanned_batch_with_same_ranges_is_fine() -> None:
     records = [
         *steady_journal(),
-        EpochRecord(2, 9, "b"),
+        journal.EpochRecord(2, 9, "b"),
         planned(4000, ("t", 1, 9, 9), ("t", 0, 25, 30), epoch=2),
     ]
     state = JournalState.from_records(records)
@@ -110,7 +103,7 @@ def test_replanned_batch_with_same_ranges_is_fine() -> None:
 def test_replanned_batch_with_other_ranges_is_an_error() -> None:
     records = [
         *steady_journal(),
-        EpochRecord(2, 9, "b"),
+        journal.EpochRecord(2, 9, "b"),
         planned(5000, ("t", 0, 30, 40), ("t", 1, 9, 12), epoch=2),
     ]
     with pytest.raises(JournalError, match="batch 5000 was planned twice.*epoch 1.*epoch 2"):
@@ -118,40 +111,50 @@ def test_replanned_batch_with_other_ranges_is_an_error() -> None:
 
 
 def test_record_from_a_fenced_epoch_is_an_error() -> None:
-    records = [EpochRecord(1, 0, "a"), EpochRecord(2, 1, "b"), planned(1000, ("t", 0, 0, 1))]
+    records = [
+        journal.EpochRecord(1, 0, "a"),
+        journal.EpochRecord(2, 1, "b"),
+        planned(1000, ("t", 0, 0, 1)),
+    ]
     with pytest.raises(JournalError, match="written by epoch 1 after epoch 2"):
         JournalState.from_records(records).validate()
 
 
 def test_epochs_must_grow() -> None:
-    records = [EpochRecord(2, 0, "a"), EpochRecord(2, 1, "b")]
+    records = [journal.EpochRecord(2, 0, "a"), journal.EpochRecord(2, 1, "b")]
     with pytest.raises(JournalError, match="opens epoch 2"):
         JournalState.from_records(records).validate()
 
 
 def test_completed_without_plan_is_an_error() -> None:
     with pytest.raises(JournalError, match=r"batches \[7000\].*never planned"):
-        JournalState.from_records([EpochRecord(1, 0, "a"), completed(7000)]).validate()
+        JournalState.from_records([journal.EpochRecord(1, 0, "a"), completed(7000)]).validate()
 
 
 def test_replay_starts_from_the_last_snapshot() -> None:
-    snap = SnapshotRecord(2, (EpochRecord(1, 0, "a"), planned(1000, ("t", 0, 0, 1))))
-    records = replay([EpochRecord(1, 0, "old"), snap, completed(1000, epoch=2)])
-    assert records == [EpochRecord(1, 0, "a"), planned(1000, ("t", 0, 0, 1)), completed(1000, 2)]
+    snap = journal.SnapshotRecord(
+        2, (journal.EpochRecord(1, 0, "a"), planned(1000, ("t", 0, 0, 1)))
+    )
+    records = replay([journal.EpochRecord(1, 0, "old"), snap, completed(1000, epoch=2)])
+    assert records == [
+        journal.EpochRecord(1, 0, "a"),
+        planned(1000, ("t", 0, 0, 1)),
+        completed(1000, 2),
+    ]
 
 
 def test_compact_keeps_checkpoint_batches_after_it_and_latest_epoch() -> None:
-    records = [*steady_journal(), EpochRecord(2, 9, "b")]
+    records = [*steady_journal(), journal.EpochRecord(2, 9, "b")]
     kept = compact(records)
     assert kept == [
         planned(2000, ("t", 0, 10, 20), ("t", 1, 5, 5)),
         completed(2000),
-        CheckpointRecord(1, 2000, {"s": "ckpt-2000"}),
+        journal.CheckpointRecord(1, 2000, {"s": "ckpt-2000"}),
         planned(3000, ("t", 0, 20, 25), ("t", 1, 5, 9)),
         completed(3000),
         planned(4000, ("t", 0, 25, 30), ("t", 1, 9, 9)),
         planned(5000, ("t", 0, 30, 31), ("t", 1, 9, 12)),
-        EpochRecord(2, 9, "b"),
+        journal.EpochRecord(2, 9, "b"),
     ]
     before, after = JournalState.from_records(records), JournalState.from_records(kept)
     after.validate()
@@ -165,12 +168,12 @@ def test_compact_keeps_two_checkpoints_and_every_batch_from_the_older() -> None:
     records = [
         *steady_journal(),
         completed(4000),
-        CheckpointRecord(1, 4000, {"s": "ckpt-4000"}),
+        journal.CheckpointRecord(1, 4000, {"s": "ckpt-4000"}),
         completed(5000),
-        CheckpointRecord(1, 5000, {"s": "ckpt-5000"}),
+        journal.CheckpointRecord(1, 5000, {"s": "ckpt-5000"}),
     ]
     kept = compact(records)
-    checkpoints = [r.batch_time for r in kept if isinstance(r, CheckpointRecord)]
+    checkpoints = [r.batch_time for r in kept if isinstance(r, journal.CheckpointRecord)]
     assert checkpoints == [4000, 5000]
     after = JournalState.from_records(kept)
     assert sorted(after.planned) == [4000, 5000]
@@ -178,7 +181,7 @@ def test_compact_keeps_two_checkpoints_and_every_batch_from_the_older() -> None:
 
 
 def test_compact_without_checkpoint_keeps_last_completed_and_pending() -> None:
-    records = [r for r in steady_journal() if not isinstance(r, CheckpointRecord)]
+    records = [r for r in steady_journal() if not isinstance(r, journal.CheckpointRecord)]
     kept = compact(records)
     assert [(type(r).__name__, getattr(r, "batch_time", None)) for r in kept] == [
         ("EpochRecord", None),
@@ -190,8 +193,8 @@ def test_compact_without_checkpoint_keeps_last_completed_and_pending() -> None:
 
 
 def test_compact_keeps_the_last_batch_of_a_partition_that_left_the_plan() -> None:
-    records: list[JournalRecord] = [
-        EpochRecord(1, 0, "a"),
+    records: list[journal.JournalRecord] = [
+        journal.EpochRecord(1, 0, "a"),
         planned(1000, ("t", 0, 0, 10), ("gone", 0, 0, 4)),
         completed(1000),
         planned(2000, ("t", 0, 10, 20)),
@@ -205,7 +208,7 @@ def test_compact_keeps_the_last_batch_of_a_partition_that_left_the_plan() -> Non
 
 
 def test_compact_is_idempotent() -> None:
-    once = compact([*steady_journal(), EpochRecord(2, 9, "b")])
+    once = compact([*steady_journal(), journal.EpochRecord(2, 9, "b")])
     assert compact(once) == once
 
 

@@ -12,18 +12,7 @@ from typing import Any
 
 import pytest
 
-from connectors.kafka_client import (
-    CLIENT_LOG,
-    JAVA_PLACEMENT,
-    admin_config,
-    consumer_config,
-    idempotent_producer_config,
-    new_admin_client,
-    new_consumer,
-    new_idempotent_producer,
-    new_transactional_producer,
-    transactional_producer_config,
-)
+from connectors.kafka_client import factory
 from sinks.base import BatchKey
 from sinks.kafka import KafkaSink
 
@@ -38,7 +27,7 @@ SECURED = {
 
 
 def test_a_consumer_takes_defaults_under_the_connection_and_its_settings_over_it() -> None:
-    config = consumer_config(
+    config = factory.consumer_config(
         {**SECURED, "fetch.wait.max.ms": 50},
         defaults={"fetch.wait.max.ms": 10, "group.id": "placeholder"},
         settings={"isolation.level": "read_committed"},
@@ -52,11 +41,11 @@ def test_a_consumer_takes_defaults_under_the_connection_and_its_settings_over_it
 
 
 def test_a_transactional_producer_keeps_its_id_idempotence_and_acks_whatever_it_is_given() -> None:
-    config = transactional_producer_config(
+    config = factory.transactional_producer_config(
         {**SECURED, "partitioner": "consistent"},
         "dstreams-journal-app",
         30_000,
-        defaults=JAVA_PLACEMENT,
+        defaults=factory.JAVA_PLACEMENT,
         settings={"linger.ms": 0, "acks": "1", "enable.idempotence": False},
     )
     assert config == {
@@ -84,8 +73,8 @@ def test_the_kafka_sinks_producers_are_configured_as_before() -> None:
 
 
 def test_idempotent_producers_and_admin_clients_add_only_what_they_need() -> None:
-    assert idempotent_producer_config(SECURED) == {**SECURED, "enable.idempotence": True}
-    assert admin_config(SECURED, settings={"log.connection.close": False}) == {
+    assert factory.idempotent_producer_config(SECURED) == {**SECURED, "enable.idempotence": True}
+    assert factory.admin_config(SECURED, settings={"log.connection.close": False}) == {
         **SECURED,
         "log.connection.close": False,
     }
@@ -94,17 +83,17 @@ def test_idempotent_producers_and_admin_clients_add_only_what_they_need() -> Non
 @pytest.mark.parametrize("key", ["bootstrap.servers", "security.protocol", "sasl.password"])
 def test_no_role_may_replace_the_brokers_or_the_security_settings(key: str) -> None:
     with pytest.raises(ValueError, match=f"role settings name {key}"):
-        consumer_config(SECURED, settings={key: "elsewhere"})
+        factory.consumer_config(SECURED, settings={key: "elsewhere"})
     with pytest.raises(ValueError, match=f"role settings name {key}"):
-        transactional_producer_config(SECURED, "id", 1000, defaults={key: "elsewhere"})
+        factory.transactional_producer_config(SECURED, "id", 1000, defaults={key: "elsewhere"})
 
 
 def test_configurations_hold_no_logger_so_cache_keys_stay_stable() -> None:
     configs = [
-        consumer_config(SECURED),
-        transactional_producer_config(SECURED, "id", 1000),
-        idempotent_producer_config(SECURED),
-        admin_config(SECURED),
+        factory.consumer_config(SECURED),
+        factory.transactional_producer_config(SECURED, "id", 1000),
+        factory.idempotent_producer_config(SECURED),
+        factory.admin_config(SECURED),
     ]
     assert all("logger" not in config for config in configs)
 
@@ -130,12 +119,12 @@ def lines_logged(client: Any, caplog: pytest.LogCaptureFixture, logger: str) -> 
 
 
 CLIENTS: dict[str, Callable[..., Any]] = {
-    "consumer": lambda conf, **log: new_consumer(conf, settings={"group.id": "g"}, **log),
-    "transactional producer": lambda conf, **log: new_transactional_producer(
+    "consumer": lambda conf, **log: factory.new_consumer(conf, settings={"group.id": "g"}, **log),
+    "transactional producer": lambda conf, **log: factory.new_transactional_producer(
         conf, "id", 1000, **log
     ),
-    "idempotent producer": new_idempotent_producer,
-    "admin client": new_admin_client,
+    "idempotent producer": factory.new_idempotent_producer,
+    "admin client": factory.new_admin_client,
 }
 
 
@@ -143,10 +132,10 @@ CLIENTS: dict[str, Callable[..., Any]] = {
 def test_every_client_logs_through_python_logging(
     kind: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger=CLIENT_LOG.name)
+    caplog.set_level(logging.INFO, logger=factory.CLIENT_LOG.name)
     client = CLIENTS[kind]({"bootstrap.servers": f"127.0.0.1:{closed_port()}"})
     try:
-        lines = lines_logged(client, caplog, CLIENT_LOG.name)
+        lines = lines_logged(client, caplog, factory.CLIENT_LOG.name)
     finally:
         if kind == "consumer":
             client.close()
@@ -156,6 +145,6 @@ def test_every_client_logs_through_python_logging(
 def test_a_caller_may_name_its_own_logger(caplog: pytest.LogCaptureFixture) -> None:
     own = logging.getLogger("tests.unit.silenced")
     caplog.set_level(logging.INFO, logger=own.name)
-    client = new_admin_client({"bootstrap.servers": f"127.0.0.1:{closed_port()}"}, log=own)
+    client = factory.new_admin_client({"bootstrap.servers": f"127.0.0.1:{closed_port()}"}, log=own)
     assert lines_logged(client, caplog, own.name)
-    assert not [r for r in caplog.records if r.name == CLIENT_LOG.name]
+    assert not [r for r in caplog.records if r.name == factory.CLIENT_LOG.name]
