@@ -102,3 +102,29 @@ class MetricSet:
             msg = f"{name} is not a {kind.__name__.lower()} of this registry in metrics.toml"
             raise KeyError(msg)
         return metric
+
+
+_WHERE = {"driver": "driver", "ingest": "ingest endpoint", _SHARED: "driver, ingest endpoint"}
+
+
+def reference() -> str:
+    """docs/metrics.md: every metric of the catalogue, as a table per registry."""
+    lines = [
+        "# Metrics",
+        "",
+        "Every metric dstreams exposes, made from `service/observe/metrics.toml` by",
+        "`python -m service.observe.catalogue > docs/metrics.md` (a unit test keeps the two",
+        "equal). Counters are exposed with their `_total` suffix; histograms as `_bucket`, `_sum`",
+        "and `_count`. Process metrics (`process_*`, `python_*`) come on top.",
+    ]
+    for table, specs in catalogue().items():
+        lines += ["", f"## {_WHERE[table]}", "", "| metric | kind | labels | meaning |"]
+        lines.append("| --- | --- | --- | --- |")
+        for spec in specs.values():
+            labels = ", ".join(f"`{label}`" for label in spec.labels)
+            lines.append(f"| `{spec.name}` | {spec.kind} | {labels} | {spec.help} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(reference(), end="")

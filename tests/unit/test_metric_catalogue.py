@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from prometheus_client import CollectorRegistry
 
 from service.ingest.metrics import IngestMetrics
-from service.observe.catalogue import MetricSet, MetricSpec, catalogue
+from service.observe.catalogue import MetricSet, MetricSpec, catalogue, reference
 from service.observe.metrics import Metrics
 
 pytestmark = pytest.mark.unit
@@ -56,3 +58,11 @@ def test_a_histogram_registers_its_named_buckets() -> None:
     spec.register(registry).observe(1.0)
     assert registry.get_sample_value("dstreams_example_seconds_bucket", {"le": "0.5"}) == 0
     assert registry.get_sample_value("dstreams_example_seconds_bucket", {"le": "2.0"}) == 1
+
+
+def test_the_metrics_reference_is_made_from_the_catalogue() -> None:
+    written = (Path(__file__).resolve().parents[2] / "docs" / "metrics.md").read_text()
+    assert written == reference(), (
+        "docs/metrics.md differs from the catalogue: run "
+        "`.venv/bin/python -m service.observe.catalogue > docs/metrics.md`"
+    )
