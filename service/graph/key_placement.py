@@ -27,3 +27,16 @@ def key_placement(seed: str = HASH_SEED) -> str:
     """The partitioner, this interpreter's string hash algorithm and width, and the seed."""
     info = sys.hash_info
     return f"{PARTITIONER}; {info.algorithm}-{info.hash_bits}; PYTHONHASHSEED={seed}"
+
+
+def driver_hashes_like_workers() -> bool:
+    """Whether this interpreter hashes strings as the Python workers do, so it may place a key
+    in its partition itself (a live state query, `service.graph.queryable`).
+
+    Only the seed the interpreter started with counts: setting `PYTHONHASHSEED` later (as
+    `service.driver.spark` does, for the workers it starts) changes nothing for it. Seed 0 is
+    the one seed that turns hash randomization off, so `sys.flags.hash_randomization` is 0
+    exactly when this interpreter started with `HASH_SEED`. The workers run this interpreter
+    (`PYSPARK_PYTHON`), hence its hash algorithm too.
+    """
+    return HASH_SEED == "0" and sys.flags.hash_randomization == 0
