@@ -13,6 +13,9 @@ For batch time `t`:
 7. `checkpoints.after_completed`: every N batches, a stateful graph's state is checkpointed
    (see `service.driver.checkpoints`); it runs right after step 5.
 
+Once a batch is completed (and checkpointed), its queryable keyed states are published to live
+state queries (`service.graph.queryable`); a batch that fails is never published.
+
 Steps 3 and 4 (and each output's setup) run through `outages`: a sink whose server is down is
 waited for, with backoff and up to its limit, and the step runs again
 (`service.driver.sink_outages`).
@@ -231,6 +234,8 @@ class BatchLifecycle:
             raise
         finally:
             self.ctx.forget(batch_time)
+        # Completed (and checkpointed): live state queries answer from this batch's state now.
+        self.ctx.queries.publish(batch_time)
         with steps.step("acknowledge"):
             self.acknowledge(plan)
         after = self._counters()

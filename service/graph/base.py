@@ -123,6 +123,17 @@ class Node(Protocol):
     def forget(self, batch_time: int) -> None: ...
 
 
+class QueryableState(Protocol):
+    """A keyed state as live queries read it (`service.graph.queryable`)."""
+
+    @property
+    def partitions(self) -> int: ...
+
+    def queryable_rdd(self) -> RDD | None:
+        """The state's RDD of the latest batch it computed; None when it holds nothing."""
+        ...
+
+
 class GraphContext(Protocol):
     """What a stream needs of the context that holds its graph."""
 
@@ -139,3 +150,5 @@ class GraphContext(Protocol):
     def add_output(self, output: OutputOperation) -> None: ...
 
     def configured_sink(self, name: str) -> Sink: ...
+
+    def add_queryable(self, name: str, state: QueryableState) -> None: ...

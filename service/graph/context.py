@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from connectors.reader import ReadPolicy
 from service.errors import ConfigError
-from service.graph.base import Node, OutputOperation
+from service.graph.base import Node, OutputOperation, QueryableState
 from service.graph.counters import CountersParam
 from service.graph.dstream import DStream, StatefulDStream
 from service.graph.kafka_source import KafkaSource
@@ -21,6 +21,7 @@ from service.graph.key_placement import key_placement
 from service.graph.layout import FIXED_DEFAULT_PARTITIONS
 from service.graph.placement import OutputPlacement
 from service.graph.plan import BatchPlan
+from service.graph.queryable import QueryableStates
 from service.graph.sources import InputDStream, KafkaInputDStream, QueueInputDStream
 from sinks.base import Sink
 
@@ -65,6 +66,8 @@ class StreamingContext:
         self._source_factory = source_factory
         self._sources_by_name: dict[str, InputDStream] = {}
         self._closeables: list[Any] = []
+        self.queries = QueryableStates(lambda: self.sc)
+        """The keyed states named `.queryable(name)`, answered as of the last completed batch."""
 
     # --- graph building -------------------------------------------------------------------
 
@@ -191,6 +194,9 @@ class StreamingContext:
             msg = f"output {output.name!r} is declared twice; give each output its own name"
             raise ConfigError(msg)
         self.outputs.append(output)
+
+    def add_queryable(self, name: str, state: QueryableState) -> None:
+        self.queries.add(name, state)
 
     def configured_sink(self, name: str) -> Sink:
         if self._sink_factory is None:

@@ -25,7 +25,7 @@ from service.graph.base import RDD, BatchFunction, GraphContext
 from service.graph.event_window import EventTime, EventWindow, event_window_spec
 from service.graph.outputs import ForeachBatchOutput, SinkOutput
 from service.graph.plan import BatchPlan
-from service.graph.state import mapped_state, updated_state
+from service.graph.state import KeyedState, mapped_state, updated_state
 from service.graph.state_spec import StateSpec
 from service.graph.stateful import Piece, StatefulComputation
 from service.graph.window import KeyFilter, Reduce, ReducedWindow, Window
@@ -581,6 +581,17 @@ class StateView(TransformedDStream):
     def changes(self) -> StateView:
         """`(key, state)` for the keys whose state appeared or changed in this batch."""
         return StateView(self.state, "state_changes", state_functions.changed_pairs)
+
+    def queryable(self, name: str) -> StateView:
+        """Lets the driver's HTTP endpoint answer this keyed state's value of a key, as of the
+        last completed batch: `GET /state/<name>/<key>` (`service.graph.queryable`). Off unless
+        asked for; not part of the graph's fingerprint (it changes no output)."""
+        computation = self.state.computation
+        if not isinstance(computation, KeyedState):  # pragma: no cover - views wrap keyed states
+            msg = f"queryable({name!r}): only a keyed state answers queries"
+            raise TypeError(msg)
+        self.ctx.add_queryable(name, computation)
+        return self
 
 
 def _select_step(

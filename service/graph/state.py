@@ -130,6 +130,12 @@ class KeyedState(stateful.StatefulComputation):
         self._fold_caught_up()
         return self._states[-1][1] if self._states else None
 
+    def queryable_rdd(self) -> RDD | None:
+        """The state RDD of the latest batch computed, for live queries once that batch has
+        completed (`service.graph.queryable`); None when the state holds nothing. Called after
+        a batch ran, when no batch taken in by `catch_up` waits to be folded."""
+        return self._states[-1][1] if self._states else None
+
     def _previous(self, t: int) -> RDD:
         if self._states:
             return self._states[-1][1]
