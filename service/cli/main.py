@@ -205,5 +205,9 @@ def _register_groups() -> None:
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["run"]:
+        from service.cli.hash_seed import restart_with_hash_seed
+
+        restart_with_hash_seed()
     _register_groups()
     cli()
