@@ -106,6 +106,9 @@ class HttpSettings(ConfigModel):
     unhealthy_after_s: float | None = Field(default=None, gt=0)
     """`/healthz` fails once no batch has started or finished for this long (a stuck batch, a
     stalled cluster). Default: 30 s or ten batch intervals, whichever is longer."""
+    state_query_timeout_s: float = Field(default=10.0, gt=0)
+    """A live state query (`/state/<name>/<key>`, of a keyed state the job made queryable) whose
+    Spark jobs take longer than this is cancelled and answered 503."""
 
 
 class StandbySettings(ConfigModel):

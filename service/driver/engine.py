@@ -161,6 +161,7 @@ class Service:
         self.lifecycle = self._make_lifecycle(self.ctx, journal, epoch)
         recovered = recover(self.ctx, journal, self.lifecycle, epoch)
         self.recovered = True
+        self.ctx.queries.open()
         self.observer.recovered(recovered.seconds, recovered.replayed_batches)
         self.observer.ready_after_first_batch()
         if not self.scheduler.stopping.is_set():
@@ -195,6 +196,8 @@ class Service:
         self.observer.lag_source = ctx.consumer_lag
         self.observer.lost_source = ctx.lost_offsets
         self.observer.stateful_source = ctx.stateful_streams
+        ctx.queries.timeout_s = self.settings.http.state_query_timeout_s
+        self.observer.state_queries = ctx.queries
         assert preflight.journal is not None  # noqa: S101 - the journal step made it
         return preflight.journal
 

@@ -8,9 +8,13 @@ One small threaded stdlib server on a background thread:
 - `/startupz` 200 once the first batch after recovery completed, or while a warm standby waits;
               503 with the phase and the recovery's progress before (Kubernetes' startup probe).
 - `/status`   the board's JSON snapshot.
+- `/state/<name>/<key>`, `/state/<name>?prefix=<p>&limit=<n>`  live queries of the keyed states
+              the job made queryable, as of the last completed batch
+              (service.observe.state_routes).
 - `/`         the self-contained HTML status page (service.observe.status_page).
 
-Handlers only read the board and the registry, both thread-safe, so requests need no locking.
+Handlers only read the board, the registry and the published states, all thread-safe, so
+requests need no locking.
 `RoutedServer` is the server itself, serving any `Router` (a function from `Request` to `Reply`).
 It is for operators' tools on a trusted network; the client-facing ingest endpoint runs on
 uvicorn instead (`service.ingest.server`) and shares only the `Reply` helpers.
@@ -30,6 +34,7 @@ from urllib.parse import parse_qs, urlsplit
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
+from service.observe import state_routes
 from service.observe.metrics import Metrics
 from service.observe.status import StatusBoard
 from service.observe.status_page import CONTENT_SECURITY_POLICY, PAGE
@@ -117,7 +122,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _dispatch(self, method: str, include_body: bool) -> None:
         split = urlsplit(self.path)
-        query = {key: values[0] for key, values in parse_qs(split.query).items()}
+        # Blank values kept: `?prefix=` asks for every key of a state.
+        parsed = parse_qs(split.query, keep_blank_values=True)
+        query = {key: values[0] for key, values in parsed.items()}
         self._body_read = 0
         request = Request(method, split.path, query, self.headers, self._read_body)
         try:
@@ -220,10 +227,21 @@ class RoutedServer:
 # --- the driver's routes ----------------------------------------------------------------------
 
 
+StateQueriesSource = Callable[[], state_routes.StateQueries | None]
+"""The graph's queryable states once the driver has built the job's graph (None before)."""
+
+
+def _no_state_queries() -> None:
+    return None
+
+
 class _DriverRoutes:
-    def __init__(self, board: StatusBoard, metrics: Metrics) -> None:
+    def __init__(
+        self, board: StatusBoard, metrics: Metrics, state_queries: StateQueriesSource
+    ) -> None:
         self.board = board
         self.metrics = metrics
+        self.state_queries = state_queries
         self.routes: dict[str, Callable[[Request], Reply]] = {
             "/": self._page,
             "/metrics": self._metrics,
@@ -234,6 +252,8 @@ class _DriverRoutes:
         }
 
     def __call__(self, request: Request) -> Reply:
+        if request.path.startswith(state_routes.PREFIX):
+            return self._state(request)
         route = self.routes.get(request.path)
         if route is None:
             paths = ", ".join(sorted(self.routes))
@@ -263,6 +283,11 @@ class _DriverRoutes:
     def _status(self, request: Request) -> Reply:
         return json_reply(200, self.board.snapshot())
 
+    def _state(self, request: Request) -> Reply:
+        queries = self.state_queries()
+        status, document = state_routes.answer(queries, request.method, request.path, request.query)
+        return json_reply(status, document)
+
     def _page(self, request: Request) -> Reply:
         return Reply(200, _HTML, PAGE.encode())
 
@@ -275,10 +300,20 @@ class HttpServer(RoutedServer):
     >>> server.stop()                                           # doctest: +SKIP
     """
 
-    def __init__(self, board: StatusBoard, metrics: Metrics, host: str, port: int) -> None:
-        super().__init__(_DriverRoutes(board, metrics), host, port, label="http")
+    def __init__(
+        self,
+        board: StatusBoard,
+        metrics: Metrics,
+        host: str,
+        port: int,
+        state_queries: StateQueriesSource = _no_state_queries,
+    ) -> None:
+        routes = _DriverRoutes(board, metrics, state_queries)
+        super().__init__(routes, host, port, label="http")
 
     def start(self) -> int:
         port = super().start()
-        _log.info("serving /metrics, /healthz, /readyz, /startupz, /status and / on port %d", port)
+        _log.info(
+            "serving /metrics, /healthz, /readyz, /startupz, /status, /state and / on port %d", port
+        )
         return port

@@ -26,6 +26,7 @@ from service.observe.status import StatusBoard
 if TYPE_CHECKING:
     from service.graph.dstream import StatefulDStream
     from service.observe.http import HttpServer
+    from service.observe.state_routes import StateQueries
 
 log = logging.getLogger(__name__)
 LAG_READ_EVERY_S = 1.0
@@ -66,6 +67,8 @@ class Observer:
         self.lost_source: LagSource | None = None
         # The graph's stateful streams, for event-time figures (watermarks); see engine.
         self.stateful_source: Callable[[], list[StatefulDStream]] | None = None
+        # The queryable keyed states, answered at /state/... once the graph is built.
+        self.state_queries: StateQueries | None = None
         self._lost_seen: dict[tuple[str, int], int] = {}
         self._lag_read_at = -LAG_READ_EVERY_S
         self._delays: dict[int, float] = {}
@@ -82,7 +85,10 @@ class Observer:
             return None
         from service.observe.http import HttpServer
 
-        self._server = HttpServer(self.board, self.metrics, *self._http_address)
+        host, port = self._http_address
+        self._server = HttpServer(
+            self.board, self.metrics, host, port, state_queries=lambda: self.state_queries
+        )
         return self._server.start()
 
     def stop_http(self) -> None:
