@@ -228,14 +228,15 @@ class BatchLifecycle:
         before = self._counters()
         try:
             results = self._run_to_completed(plan, steps, before)
+            # Completed (and checkpointed): live state queries answer from this batch's state
+            # now, published before `forget` lets the states release the RDDs it replaces.
+            self.ctx.queries.publish(batch_time)
         except BaseException as error:
             self._forget_timestamps()
             self.observer.batch_failed(batch_time, error)
             raise
         finally:
             self.ctx.forget(batch_time)
-        # Completed (and checkpointed): live state queries answer from this batch's state now.
-        self.ctx.queries.publish(batch_time)
         with steps.step("acknowledge"):
             self.acknowledge(plan)
         after = self._counters()

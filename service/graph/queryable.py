@@ -1,5 +1,5 @@
 """Live queries of keyed state: a queryable state's value of one key, or its keys with a prefix,
-as of the last completed batch (docs/architecture.md, "State and checkpoints").
+as of the last completed batch (docs/architecture.md, "Live state queries").
 
 A keyed state (`update_state_by_key`, `map_with_state`) answers only when the job names it with
 `.queryable(name)`. The lifecycle calls `publish(t)` once batch `t` is journaled completed (and
@@ -10,10 +10,10 @@ nothing replays a completed batch's outputs. A batch still in flight is never pu
 answer shows a state that a failure could take back.
 
 Memory: a publication is a reference to the RDD the state keeps anyway (its latest, persisted,
-or read back from a checkpoint), and the state releases an RDD only once its successor is
-materialized, which happens before the successor's batch completes and is published. A query
-still reading a superseded RDD when it is released gets the same answer, recomputed from the
-RDD's lineage, only slower (its deadline bounds it).
+or read back from a checkpoint); the lifecycle publishes a batch before the state may release
+the RDD of the batch before. A query still reading an RDD that was released meanwhile (a
+checkpoint's restore releases it just before the batch is published) gets the same answer,
+recomputed from the RDD's lineage, only slower (its deadline bounds it).
 """
 
 from __future__ import annotations
