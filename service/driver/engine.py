@@ -41,6 +41,7 @@ from service.driver.spark import create_spark_context, driver_address
 from service.driver.warm_state import PreloadedCheckpoint, StatePreloader
 from service.errors import DStreamsError, FencedOut
 from service.graph.context import StreamingContext
+from service.graph.key_placement import driver_hashes_like_workers
 from service.graph.layout import describe_layout
 from service.graph.sources import KafkaInputDStream
 from service.journal.base import Journal
@@ -183,6 +184,11 @@ class Service:
         ]
         kafka = f"; Kafka outputs write {', '.join(writers)}" if writers else ""
         log.info("task layout: %s%s", rule, kafka)
+        if ctx.queries.names:
+            # Whether each query of a key pays a job to place it (service.graph.query_jobs).
+            placer = "the driver" if driver_hashes_like_workers() else "a Python worker"
+            names = ", ".join(ctx.queries.names)
+            log.info("queryable states at /state/<name>: %s; %s places keys", names, placer)
 
     def _check_before_start(self) -> Journal:
         """Every start-up check (`service.driver.preflight`, the steps `dstreams check` runs);
