@@ -17,11 +17,17 @@ Three figures, each measured on a local broker in the same run:
    (warm state, `service.driver.warm_state`) and takes over; the killed one comes back as the
    next standby. Each row notes the load average and whether the pre-loaded state was reused.
 
+4. **Live state query latency under load.** One more running word count pass (the first batch
+   size), its state made queryable, while a thread asks for one random word's total
+   (`QueryableStates.lookup`, the work behind `GET /state/<name>/<key>`) 50 ms after each
+   answer as batches run back to back: p50, p99 and max seconds per answered query, and the pass's
+   records/s beside the plain pass's (what the queries cost the batches). `--skip-queries`.
+
 Before the measured passes a stateless word count over its own topic warms Spark up. Not a test:
 it prints figures and asserts only that the totals are exact.
 Usage: python bench/state_bench.py [--lines N] [--keys N] [--batch-lines 100000,200000]
     [--recovery-keys N] [--kills N] [--recovery cold,warm] [--skip-recovery] [--skip-throughput]
-    [--keep-log FILE]
+    [--skip-queries] [--keep-log FILE]
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ import re
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -44,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench.wordcount_bench import run_until_drained, steady_rate  # noqa: E402
 from connectors.planner import StartingOffsets  # noqa: E402
+from service.cli.hash_seed import restart_with_hash_seed  # noqa: E402
 from service.driver.checkpoints import StateCheckpoints  # noqa: E402
 from service.driver.lifecycle import BatchLifecycle  # noqa: E402
 from service.driver.recovery import JournalLog  # noqa: E402
@@ -52,6 +60,7 @@ from service.graph.context import StreamingContext  # noqa: E402
 from service.graph.counters import CountersParam  # noqa: E402
 from service.graph.dstream import DStream  # noqa: E402
 from service.graph.functions import add, count_words  # noqa: E402
+from service.graph.queryable import QueryableStates, QueryUnavailable  # noqa: E402
 from service.journal.file import FileJournal  # noqa: E402
 from sinks.files import FileSink  # noqa: E402
 
@@ -69,6 +78,8 @@ STEADY_LINES_PER_SECOND = 2_000
 RECOVERY_CHECKPOINT_EVERY = 5
 PRELOADED = "standby: pre-loaded the checkpoint"
 PRELOAD_REUSED = "state taken from the pre-loaded checkpoint"
+QUERY_PAUSE_S = 0.05
+"""The query load's pause between an answer and the next query."""
 STATE_KEYS_METRIC = re.compile(r"^dstreams_state_keys\{[^}]*\}\s+(\S+)$", re.MULTILINE)
 
 
@@ -150,6 +161,7 @@ class Pass:
     totals: Counter[str]
     checkpoints: list[tuple[float, int]] = field(default_factory=list)
     """(seconds, keys) of each checkpoint."""
+    queries: QueryLoad | None = None
 
 
 class CheckpointTimes:
@@ -175,12 +187,50 @@ def running_word_count(counts: DStream) -> DStream:
     return counts.update_state_by_key(add_to_total).changes()
 
 
+def queryable_word_count(counts: DStream) -> DStream:
+    return counts.update_state_by_key(add_to_total).queryable("totals").changes()
+
+
+class QueryLoad(threading.Thread):
+    """Asks for one random word's total, `QUERY_PAUSE_S` after each answer, until stopped;
+    keeps the seconds of each answered query (503s before the first completed batch are
+    counted apart)."""
+
+    def __init__(self, queries: QueryableStates, words: list[str]) -> None:
+        super().__init__(name="query-load", daemon=True)
+        self.queries = queries
+        self.words = words
+        self.stopping = threading.Event()
+        self.seconds: list[float] = []
+        self.unavailable = 0
+
+    def run(self) -> None:
+        rng = random.Random(5)  # noqa: S311 - benchmark data
+        while not self.stopping.wait(QUERY_PAUSE_S):
+            started = time.perf_counter()
+            try:
+                self.queries.lookup("totals", rng.choice(self.words))
+            except QueryUnavailable:
+                self.unavailable += 1
+                continue
+            self.seconds.append(time.perf_counter() - started)
+
+
 def run_pass(
-    sc: Any, bootstrap: str, topic: str, workdir: Path, batch_lines: int, running: bool
+    sc: Any,
+    bootstrap: str,
+    topic: str,
+    workdir: Path,
+    batch_lines: int,
+    running: bool,
+    queried_words: list[str] | None = None,
 ) -> Pass:
     """Runs batches back to back until the topic is drained; steady records/s leave the first
-    batch out (it starts Python workers and Kafka clients)."""
+    batch out (it starts Python workers and Kafka clients). With `queried_words`, a
+    `QueryLoad` asks for their totals meanwhile."""
     build = running_word_count if running else word_count
+    if queried_words is not None:
+        build = queryable_word_count
     ctx = StreamingContext(sc, "bench-" + workdir.name, INTERVAL_MS, default_partitions=4)
     ctx.input_counters = sc.accumulator({}, CountersParam())
     lines = ctx.kafka_stream(
@@ -199,11 +249,19 @@ def run_pass(
     checkpoints = StateCheckpoints(ctx, store, log, CHECKPOINT_EVERY, observed)
     lifecycle = BatchLifecycle(ctx, log, checkpoints=checkpoints)
     lifecycle.setup_outputs()
+    load = None
+    if queried_words is not None:
+        ctx.queries.open()
+        load = QueryLoad(ctx.queries, queried_words)
+        load.start()
     times, records, ends = run_until_drained(lifecycle)
+    if load is not None:
+        load.stopping.set()
+        load.join()
     ctx.close()
     journal.close()
     rate = steady_rate(records, ends)
-    return Pass(rate, times, written_totals(sink, running), observed.seen)
+    return Pass(rate, times, written_totals(sink, running), observed.seen, load)
 
 
 def written_totals(sink: FileSink, running: bool) -> Counter[str]:
@@ -240,8 +298,33 @@ def throughput(args: argparse.Namespace, bootstrap: str, tmp: Path) -> tuple[boo
         print(f"totals of both equal the input's: {same}", flush=True)
         exact = exact and same
         per_million += [s / (k / 1e6) for s, k in stateful.checkpoints if k]
+        if not args.skip_queries and n == args.batch_sizes[0]:
+            queried = run_pass(sc, bootstrap, topic, tmp / f"q{n}", n, True, words)
+            report_queries(n, stateful, queried)
+            exact = exact and queried.totals == expected
     sc.stop()
     return exact, per_million
+
+
+def report_queries(batch_lines: int, plain: Pass, queried: Pass) -> None:
+    load = queried.queries
+    assert load is not None  # noqa: S101 - a queried pass has its load
+    print(f"-- live state queries during batches of up to {batch_lines:,} lines")
+    if not load.seconds:
+        print(f"no query was answered ({load.unavailable} before the first completed batch)")
+        return
+    ordered = sorted(load.seconds)
+    p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+    print(
+        f"query of one key, {QUERY_PAUSE_S * 1000:.0f} ms after each answer, while batches run: "
+        f"p50 {statistics.median(ordered) * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms, "
+        f"max {ordered[-1] * 1000:.0f} ms ({len(ordered)} answered, "
+        f"{load.unavailable} before the first completed batch)"
+    )
+    print(
+        f"running word count with queries: {queried.rate:,.0f} records/s "
+        f"(without: {plain.rate:,.0f})"
+    )
 
 
 def report_pass(batch_lines: int, stateless: Pass, stateful: Pass) -> None:
@@ -421,6 +504,8 @@ def wait_for_state(driver: Any, keys: int, timeout_s: float = 600.0) -> None:
 
 
 def main() -> int:
+    # Under the workers' hash seed, as `dstreams run` is: queries place keys in the driver.
+    restart_with_hash_seed()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lines", type=int, default=1_000_000)
     parser.add_argument("--keys", type=int, default=200_000, help="vocabulary of the throughput")
@@ -432,6 +517,7 @@ def main() -> int:
         "--recovery", default="cold,warm", help="cold, warm (a --standby takes over) or both"
     )
     parser.add_argument("--skip-throughput", action="store_true")
+    parser.add_argument("--skip-queries", action="store_true", help="no live query pass")
     parser.add_argument("--keep-log", type=Path, default=None, help="copy the driver's log here")
     args = parser.parse_args()
     args.batch_sizes = [int(n) for n in args.batch_lines.split(",")]
