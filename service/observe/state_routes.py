@@ -47,12 +47,17 @@ class StateQueries(Protocol):
 
 @dataclass(frozen=True)
 class Lookup:
+    """`GET /state/<stream>/<key>` (a string key) or `/state/<stream>?key_json=...` (any key
+    JSON can write; an array stands for a tuple): one key's state."""
+
     stream: str
     key: Hashable
 
 
 @dataclass(frozen=True)
 class Scan:
+    """`GET /state/<stream>?prefix=...&limit=...`: string keys starting with `prefix`."""
+
     stream: str
     prefix: str
     limit: int
