@@ -5,7 +5,9 @@ Each batch's word counts feed two stateful streams:
 
 - `update_state_by_key` keeps every word's running total; the words whose total changed go to
   `totals_kafka` (records keyed by word, value the total) and `totals_pg` (configure
-  `key_columns: [word]` so each batch upserts the latest total);
+  `key_columns: [word]` so each batch upserts the latest total). The totals are queryable as
+  `totals`: `GET /state/totals/<word>` on the driver's HTTP port answers a word's total as of
+  the last completed batch (the stateful chaos tests check those answers);
 - `reduce_by_key_and_window` with an inverse counts the words of the last 4 s every 2 s and
   writes each window's non-zero counts to `windows_files`.
 
@@ -20,6 +22,7 @@ from service.graph.state_functions import count_is_not_zero, subtract
 
 TOTALS_KAFKA = "totals_kafka"
 TOTALS_PG = "totals_pg"
+TOTALS_QUERY = "totals"
 WINDOWS = "windows_files"
 WINDOW_MS = 4_000
 SLIDE_MS = 2_000
@@ -34,7 +37,9 @@ def build(ctx: StreamingContext, state_partitions: int | None = None) -> None:
     the context's); it may change from one run to the next (the README's "State, windows and
     checkpoints")."""
     counts = ctx.source("lines").map_partitions(count_words).reduce_by_key(add)
-    totals = counts.update_state_by_key(add_to_total, state_partitions).changes()
+    state = counts.update_state_by_key(add_to_total, state_partitions)
+    # Answers queries only: not part of the graph's fingerprint, no output changes.
+    totals = state.queryable(TOTALS_QUERY).changes()
     totals.write(TOTALS_KAFKA)
     totals.write(TOTALS_PG)
     windows = counts.reduce_by_key_and_window(
