@@ -11,6 +11,14 @@ record is its true total, every batch wrote each word it read exactly once to Ka
 records as batches that read it, strictly rising), every window file holds exactly the counts of
 its batches' input, no batch is left pending, and the journal shows the totals planned in both
 counts.
+
+Throughout the run a thread asks whichever driver is up for the running totals of a sample of
+words (`GET /state/totals/<word>`, `tests.chaos.state_queries`), across the deaths, restarts and
+changes of partition count (which move every key to another partition). Every 200 or 404 is
+kept; afterwards each must equal the reference as of the batch it names (the word's total over
+the lines of the journaled batches up to and including it; 404 exactly when that is 0), name a
+batch journaled completed by the answering driver's epoch or an earlier one, and the answers
+must be more than `MIN_ANSWERS` from at least two epochs.
 """
 
 from __future__ import annotations
@@ -24,9 +32,11 @@ from pathlib import Path
 
 import pytest
 
+from examples.stateful_all_sinks import TOTALS_QUERY
 from service.dev.service_process import REPO_ROOT
 from service.journal.base import JournalState
 from tests.chaos.conftest import (
+    VOCABULARY,
     ChaosApp,
     Feeder,
     chaos_seed,
@@ -35,6 +45,7 @@ from tests.chaos.conftest import (
     read_topic,
     word_totals,
 )
+from tests.chaos.state_queries import QueryPoller, check_answers
 from tests.chaos.stateful_checks import (
     batches_read,
     check_windows,
@@ -48,6 +59,9 @@ from tests.chaos.test_state_chaos import crash_at, sigkill
 LINES = 8000
 # The running totals' partitions at each start; the last start drains the input.
 COUNTS = (4, 8, 4)
+# The words whose totals are asked for while the drivers run; the last is never in the input.
+QUERIED = (*VOCABULARY[::25], "never-read")
+MIN_ANSWERS = 20
 # A module of the test's own: the chaos job with its totals in either count.
 JOB_MODULE = """from functools import partial
 
@@ -110,19 +124,21 @@ def test_running_totals_rescaled_from_4_to_8_and_back_across_sigkills_are_exact(
         )
         for start, count in enumerate(COUNTS)
     ]
-    feeder.start()
-    # Dies with a batch's outputs written but not committed: the next start must finish that
-    # batch in the 4 partitions its outputs were written in, or write some words twice.
-    crash_at(drivers[0], "before-sink-commit")
-    drivers[1].start()
-    app.wait_completed(drivers[1], 2)
-    time.sleep(rng.uniform(0.0, 2.0))
-    sigkill(drivers[1])
-    last = drivers[-1]
-    last.start()
-    feeder.finish()
-    app.wait_drained(last, timeout_s=240.0)
-    wait_windows_closed(app, last)
+    with QueryPoller(drivers, TOTALS_QUERY, QUERIED) as poller:
+        feeder.start()
+        # Dies with a batch's outputs written but not committed: the next start must finish that
+        # batch in the 4 partitions its outputs were written in, or write some words twice.
+        crash_at(drivers[0], "before-sink-commit")
+        drivers[1].start()
+        app.wait_completed(drivers[1], 2)
+        time.sleep(rng.uniform(0.0, 2.0))
+        sigkill(drivers[1])
+        last = drivers[-1]
+        last.start()
+        feeder.finish()
+        app.wait_drained(last, timeout_s=240.0)
+        wait_windows_closed(app, last)
+    answers = poller.finish()
     app.stop(last)
 
     for before, driver, after in zip(COUNTS, drivers[1:], COUNTS[1:], strict=False):
@@ -138,5 +154,9 @@ def test_running_totals_rescaled_from_4_to_8_and_back_across_sigkills_are_exact(
     verify_totals(app, word_totals(lines))
     line_at = dict(zip(positions + feeder.positions, lines, strict=True))
     check_every_change_written_once(app, state, line_at)
+    queries = check_answers(answers, state, batches_read(state, app.input_topic, line_at))
+    print(f"{queries}; {poller.unavailable} answered 503")
+    assert queries.answers > MIN_ANSWERS, queries
+    assert len(queries.epochs) >= 2, queries
     checked = check_windows(app, state, line_at)
     print(f"{checked} window files equal their reference")
