@@ -19,14 +19,19 @@ When Kafka refuses records as too large for the topic or invalid (`_REFUSALS`), 
 requests are written again one per transaction (a refused batch may hold several requests'
 records): the one refused alone is answered *too large* or *invalid* (413/422), the others are
 written. The lane's producer is replaced after a refusal (it owes an epoch bump, which would fail
-its next transaction). Any other failure answers every request of the group *unavailable* (HTTP
-503) and nothing of it is visible to ``read_committed`` readers such as the driver. When the
-transaction was cleanly aborted the producer carries on. When the outcome is unknown (a commit that
-timed out, which is never aborted and retried with the same producer since librdkafka lacks
-KIP-890's hardening; an abort that failed; a fatal error) the producer is discarded and a new one
-is made: its ``init_transactions()`` settles the old transaction (completing or aborting it), and
-the keys topic is then read on from where it was last read, so a key whose transaction did commit
-is known before any request is taken again. Until then requests are answered *unavailable* at once.
+its next transaction). Only a request written alone has a delivery report per record, which is
+what names it refused; in a group only the first record has one (step 2 waits for it), and a
+refusal shows as the failed transaction's code, or as the producer refusing more records because
+the transaction already failed (`_may_be_refusal`), either of which sends the group back alone.
+
+Any other failure answers every request of the group *unavailable* (HTTP 503) and nothing of it
+is visible to ``read_committed`` readers such as the driver. When the transaction was cleanly
+aborted the producer carries on. When the outcome is unknown (a commit that timed out, which is
+never aborted and retried with the same producer since librdkafka lacks KIP-890's hardening; an
+abort that failed; a fatal error) the producer is discarded and a new one is made: its
+``init_transactions()`` settles the old transaction (completing or aborting it), and the keys
+topic is then read on from where it was last read, so a key whose transaction did commit is known
+before any request is taken again. Until then requests are answered *unavailable* at once.
 
 A request whose key is already remembered is answered *duplicate* without writing; one whose key
 is in a transaction right now, *in progress* (the client retries). The keys of a transaction whose
@@ -81,6 +86,8 @@ Outcome = Literal[
     "invalid",
     "too_many_keys",
 ]
+# What produce() raises once the open transaction has failed (librdkafka's _STATE).
+_FAILED_ALREADY: int = KafkaError._STATE  # noqa: SLF001
 # Kafka errors that are the request's own fault: a retry fails the same way. That request is
 # answered 413/422; the rest of its group is written in a new transaction.
 _REFUSALS: dict[int, tuple[Outcome, str]] = {
@@ -141,7 +148,8 @@ class _Pending:
     """Set by its first record's delivery report (the group's first request only)."""
     alone: bool = False
     """Written in a transaction of its own: its group failed for what one request held, and
-    Kafka refuses whole batches, which mix requests, so only alone is the culprit certain."""
+    Kafka refuses whole batches, which mix requests, so only alone is the culprit certain. Its
+    records each have a delivery report (see `_Lane._produce_request`)."""
     second_chances: int = 0
     """Transactions it may still fail for another reason and be written again (a lane's
     producer is replaced after a refusal, but another lane's may fail it meanwhile)."""
@@ -529,9 +537,17 @@ class _Lane:
 
         request = item.request
         headers = () if request.key is None else ((KEY_HEADER, request.key.encode()),)
+        # A delivery report runs Python, so each one takes the GIL from the HTTP side, and a
+        # thread waiting for the GIL can wait a whole switch interval (5 ms): with a report per
+        # record, transactions took several times longer in the endpoint than without HTTP. So
+        # only the group's first record is reported (first_ack), and every record of a request
+        # written alone, the one place where a report names a refused request.
+        every = item.alone
+        reported: _Pending | None = item if every or item.acknowledged is not None else None
         try:
             for record in request.records:
-                self._produce(request.topic, record.key, record.value, headers, deadline, item)
+                self._produce(request.topic, record.key, record.value, headers, deadline, reported)
+                reported = item if every else None
         except KafkaException as exc:  # refused at once, e.g. larger than the producer allows
             item.report(exc.args[0], None)
             raise
@@ -604,7 +620,8 @@ class _Lane:
         if self.intake.fenced:
             detail = "fenced by a newer ingest endpoint of this app"
         refused = [p for p in group.pending if p.refusal is not None]
-        if refused:
+        suspect = not any(p.alone for p in group.pending) and _may_be_refusal(failure)
+        if refused or suspect:
             # A refused batch leaves the idempotent producer owing an epoch bump, which librdkafka
             # takes by failing this lane's next transaction, whatever it holds (requests of
             # several clients, answered 503). A new producer gets its new epoch at init instead.
@@ -612,7 +629,7 @@ class _Lane:
         if not keep:
             # Before anyone is answered: this lane takes nothing more until the keys are re-read.
             self._discard_producer()
-        if refused and not self.intake.fenced:
+        if (refused or suspect) and not self.intake.fenced:
             self._isolate(group, refused)
             return
         if keep and self._retry_alone(group):
@@ -653,10 +670,11 @@ class _Lane:
                 self.unsettled.update(keys)
 
     def _isolate(self, group: _Group, refused: list[_Pending]) -> None:
-        """Kafka refused records of this group as too large or invalid. A request alone in its
-        transaction is answered so (413/422); a larger group goes back to the front of the queue
-        one request per transaction, within the requests' own deadlines, to find which it was."""
-        if len(group.pending) == 1:
+        """Kafka refused records of this group as too large or invalid, or may have. A request
+        that its own delivery reports name refused (`refused`, written alone) is answered so
+        (413/422); otherwise the group goes back to the front of the queue one request per
+        transaction, within the requests' own deadlines, to find which it was."""
+        if len(group.pending) == 1 and refused:
             (pending,) = refused
             with self.intake.lock:
                 self.intake.in_flight.discard(pending.request.key or "")
@@ -738,6 +756,19 @@ def _purge(producer: Any) -> None:
         producer.flush(0)
     except Exception:  # a producer in a fatal state may refuse; it is discarded anyway
         log.debug("purging a discarded ingest producer failed", exc_info=True)
+
+
+def _may_be_refusal(failure: Exception) -> bool:
+    """Whether a group's failure may be Kafka refusing one of its requests' records: the failed
+    transaction's own code says so (a commit reports the refused batch's error), or the producer
+    took no more records because the transaction had already failed (_STATE), for a reason that
+    only the records' delivery reports, which a group does not have, would tell."""
+    if not isinstance(failure, KafkaException) or not failure.args:
+        return False
+    error = failure.args[0]
+    if not isinstance(error, KafkaError):
+        return False
+    return error.code() in _REFUSALS or error.code() == _FAILED_ALREADY
 
 
 def _name_of(failure: Exception) -> str:

@@ -29,6 +29,8 @@ class FakeProducer:
         self.committed: list[tuple[str, bytes | None, bytes, Any]] = []
         self.open: list[tuple[str, bytes | None, bytes, Any]] | None = None
         self.commit_errors: list[Exception] = []
+        # Raised by produce(), one per call (_STATE: the transaction had already failed).
+        self.produce_errors: list[Exception] = []
         self.abort_error: Exception | None = None
         self.on_abort: Callable[[], None] = lambda: None
         self.initialised = False
@@ -40,7 +42,8 @@ class FakeProducer:
         # After a refused batch librdkafka bumps the idempotent epoch by failing the next
         # transaction, whatever it holds.
         self.owes_epoch_bump = False
-        self.all_reports: list[tuple[bytes, Callable[[Any, Any], None]]] = []
+        # Every value of the open transaction, with its delivery report if it asked for one.
+        self.all_reports: list[tuple[bytes, Callable[[Any, Any], None] | None]] = []
         # Delivery reports are served by poll() once this is set (the broker acknowledged).
         self.acknowledging = threading.Event()
         self.acknowledging.set()
@@ -65,17 +68,20 @@ class FakeProducer:
         on_delivery: Callable[[Any, Any], None] | None = None,
     ) -> None:
         assert self.open is not None
+        if self.produce_errors:
+            raise self.produce_errors.pop(0)
         self.open.append((topic, key, value, headers))
+        self.all_reports.append((value, on_delivery))
         if on_delivery is not None:
             self.reports.append(on_delivery)
-            self.all_reports.append((value, on_delivery))
 
     def commit_transaction(self, timeout: float) -> None:
         assert self.open is not None
         reports, self.all_reports = self.all_reports, []
         refused = [(v, r) for v, r in reports if v in self.refused_values]
         for value, report in refused:  # a commit flushes: every delivery report runs
-            report(KafkaError(self.refused_values[value], "scripted"), None)
+            if report is not None:
+                report(KafkaError(self.refused_values[value], "scripted"), None)
         if refused:
             self.owes_epoch_bump = True
             code = self.refused_values[refused[0][0]]
@@ -337,6 +343,30 @@ def test_after_a_refusal_the_next_group_of_several_requests_is_written(harness: 
     producer.acknowledging.set()
     assert [f.result(10).outcome for f in futures] == ["written", "written"]
     assert sorted(v for t, _, v, _ in producer.committed if t == "t") == [b"a", b"b"]
+
+
+def test_a_refused_record_without_a_delivery_report_is_found_alone(harness: Harness) -> None:
+    # In a group only the first record is reported: the failed commit's code sends the request
+    # back alone, where every record is reported and names it.
+    harness.refused_values[b"huge"] = KafkaError.MSG_SIZE_TOO_LARGE
+    assert harness.send("k1", [b"a", b"huge"]).outcome == "too_large"
+    assert [p.aborted for p in harness.producers][:2] == [1, 1]  # the group, then alone
+    assert harness.ledger.get("k1") is None
+    assert harness.send("k2", [b"b"]).outcome == "written"
+    committed = [v for p in harness.producers for t, _, v, _ in p.committed if t == "lines-topic"]
+    assert committed == [b"b"]
+
+
+def test_a_transaction_that_failed_before_its_commit_is_written_again_alone(
+    harness: Harness,
+) -> None:
+    # The producer refusing records (_STATE) means the transaction already failed, perhaps for
+    # a refused record whose report a group does not have: the request goes back alone.
+    harness.producers[0].produce_errors = [kafka_error(KafkaError._STATE)]
+    assert harness.send("k1", [b"a"]).outcome == "written"
+    assert len(harness.producers) == 2  # the failed transaction's producer was replaced
+    committed = [v for p in harness.producers for t, _, v, _ in p.committed if t == "lines-topic"]
+    assert committed == [b"a"] and harness.ledger.get("k1") is not None
 
 
 def test_past_the_keys_bound_a_new_key_is_429_and_no_key_is_forgotten() -> None:
