@@ -10,7 +10,8 @@ What uvicorn gives by itself and what is added here (docs/architecture.md, "Inge
   the connection is closed (uvicorn has only the idle timer, which the first byte stops);
 - the body's total deadline, framing and size limits are `service.ingest.asgi`'s;
 - TLS (and client certificates) by uvicorn's SSL context, the handshake bounded by asyncio's
-  default of 60 s.
+  default of 60 s;
+- **added**: every connection has ``TCP_NODELAY``, so an answer is never held back (below).
 
 Its log lines go through the service's logging (no uvicorn log configuration, no access log).
 """
@@ -60,7 +61,8 @@ class ServerOptions:
 
 class _HeadDeadlineProtocol(H11Protocol):
     """uvicorn's h11 protocol with a total deadline on each request's head (see the module
-    docstring). `head_timeout_s` is set by a subclass per server (uvicorn makes the protocol)."""
+    docstring), on connections without Nagle's delay. `head_timeout_s` is set by a subclass per
+    server (uvicorn makes the protocol)."""
 
     head_timeout_s = 10.0
 
@@ -70,6 +72,7 @@ class _HeadDeadlineProtocol(H11Protocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        _send_without_delay(transport)
         self._arm_head_deadline()
 
     def data_received(self, data: bytes) -> None:
@@ -95,6 +98,17 @@ class _HeadDeadlineProtocol(H11Protocol):
         self._head_deadline = None
         if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
             self.transport.close()
+
+
+def _send_without_delay(transport: asyncio.BaseTransport) -> None:
+    """TCP_NODELAY on the connection. An answer goes out in two writes (head, then body); with
+    Nagle's algorithm the body waits for the client to acknowledge the head, which a client
+    reading the answer delays by its delayed-ACK timer: 40 ms on Linux added to every request
+    (measured: p50 43 ms between the answer's last write and the client having it). asyncio
+    sets the option itself only on sockets made with proto IPPROTO_TCP, which ours is not."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 class IngestServer:

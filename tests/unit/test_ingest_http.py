@@ -24,16 +24,20 @@ from tests.unit.test_ingest_endpoint import ScriptedWriter
 HEAD = b"POST /ingest/lines HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-ndjson\r\n"
 
 
-@pytest.fixture
-def served() -> Iterator[tuple[ScriptedWriter, int]]:
-    writer = ScriptedWriter()
+def new_server(writer: ScriptedWriter) -> IngestServer:
     metrics = IngestMetrics(["lines"], process_metrics=False)
     limits = EndpointLimits(
         max_request_bytes=1000, records=Limits(5, 100), max_in_flight=4, wait_s=5
     )
     routes = IngestRoutes(writer, {"lines": "lines-topic"}, limits, metrics)
     options = ServerOptions("127.0.0.1", 0, header_timeout_s=1.0, body_timeout_s=1.0)
-    server = IngestServer(IngestApp(routes, options.body_timeout_s), options)
+    return IngestServer(IngestApp(routes, options.body_timeout_s), options)
+
+
+@pytest.fixture
+def served() -> Iterator[tuple[ScriptedWriter, int]]:
+    writer = ScriptedWriter()
+    server = new_server(writer)
     port = server.start()
     try:
         yield writer, port
@@ -175,3 +179,21 @@ def test_no_answer_carries_a_traceback_or_a_path(served: tuple[ScriptedWriter, i
         assert reply.startswith(b"HTTP/1.1 4"), reply
         for leak in (b"Traceback", b'File "', b".py", b"lines-topic", b"/work"):
             assert leak not in reply, (request, reply)
+
+
+def test_connections_send_without_nagles_delay() -> None:
+    # An answer is two writes (head, body): with Nagle's algorithm the body would wait for the
+    # client's delayed acknowledgement of the head.
+    server = new_server(ScriptedWriter())
+    port = server.start()
+    try:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        connection.request("GET", "/healthz")
+        assert connection.getresponse().read() == b"ok\n"  # kept alive: still open below
+        assert server._server is not None
+        (protocol,) = server._server.server_state.connections
+        sock = protocol.transport.get_extra_info("socket")
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+        connection.close()
+    finally:
+        server.stop()
