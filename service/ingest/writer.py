@@ -9,11 +9,11 @@ they are another lane's transaction runs. For each group:
 
 1. begin a transaction;
 2. produce every record of every request, each with the header ``dstreams.idempotency-key``
-   when the request has a key; requests arriving before the transaction's first record is
+   when the request has a key, and after a request's records its keys-topic record
+   (`service.ingest.keys`); requests arriving before the transaction's first record is
    acknowledged join it (that wait is mostly the broker finishing the previous transaction);
-3. produce one keys-topic record per request with an idempotency key (`service.ingest.keys`);
-4. commit: once it returns, every record is on the in-sync replicas (``min.insync.replicas``);
-5. remember the keys, then answer each request *written*.
+3. commit: once it returns, every record is on the in-sync replicas (``min.insync.replicas``);
+4. remember the keys, then answer each request *written*.
 
 When Kafka refuses records as too large for the topic or invalid (`_REFUSALS`), the group's
 requests are written again one per transaction (a refused batch may hold several requests'
@@ -475,13 +475,12 @@ class _Lane:
     # --- one transaction ----------------------------------------------------------------------
 
     def _write(self, group: _Group) -> None:
-        entries: dict[str, KeyEntry] = {}
+        keys = _Keys()
         first_ack = threading.Event()
         try:
             self._producer.begin_transaction()
-            self._produce_requests(group.pending, entries, group.deadline, first_ack)
-            self._take_late_arrivals(group, entries, first_ack)
-            stamps = self._produce_keys(entries, group.deadline)
+            self._produce_requests(group.pending, keys, group.deadline, first_ack)
+            self._take_late_arrivals(group, keys, first_ack)
             self._commit(group.deadline)
         except (KafkaException, _Expired, CommitTimedOut) as failure:
             self._after_failure(group, failure)
@@ -490,21 +489,12 @@ class _Lane:
             log.exception("ingest transaction failed unexpectedly")
             self._after_failure(group, failure)
             return
-        self._acknowledge(group, _stamped(entries, stamps))
-
-    def _produce_keys(self, entries: dict[str, KeyEntry], deadline: float) -> dict[str, int]:
-        """Produce the keys records; the returned map fills with the timestamp Kafka gave each
-        (their delivery reports run before the commit returns)."""
-        stamps: dict[str, int] = {}
-        for key, entry in entries.items():
-            stamp = _KeyStamp(key, stamps)
-            self._produce(self.tools.keys_topic, key.encode(), entry.encode(), (), deadline, stamp)
-        return stamps
+        self._acknowledge(group, keys.stamped())
 
     def _produce_requests(
         self,
         pending: list[_Pending],
-        entries: dict[str, KeyEntry],
+        keys: _Keys,
         deadline: float,
         first_ack: threading.Event | None = None,
     ) -> None:
@@ -512,13 +502,22 @@ class _Lane:
             if index == 0:
                 item.acknowledged = first_ack
             self._produce_request(item, deadline)
-            entry = self._key_entry(item.request)
-            if entry is not None:
-                entries[str(item.request.key)] = entry
+            self._produce_key(item.request, keys, deadline)
 
-    def _take_late_arrivals(
-        self, group: _Group, entries: dict[str, KeyEntry], first_ack: threading.Event
-    ) -> None:
+    def _produce_key(self, request: IngestRequest, keys: _Keys, deadline: float) -> None:
+        """The request's keys record, at once: produced with the transaction's first records,
+        its partition joins the transaction in the same AddPartitionsToTxn as theirs. Produced
+        last, it took a second one, which the commit waited for (one more write of the
+        transaction log, replicated, per transaction)."""
+        entry = self._key_entry(request)
+        if entry is None:
+            return
+        key = str(request.key)
+        keys.entries[key] = entry
+        stamp = _KeyStamp(key, keys.stamps)
+        self._produce(self.tools.keys_topic, key.encode(), entry.encode(), (), deadline, stamp)
+
+    def _take_late_arrivals(self, group: _Group, keys: _Keys, first_ack: threading.Event) -> None:
         """Until the transaction's first record is acknowledged, requests that arrive join it.
 
         The first acknowledgement waits for the broker to add the partitions to the transaction,
@@ -530,7 +529,7 @@ class _Lane:
             self._producer.poll(0.002)  # runs the delivery report that sets first_ack
             late = self._take_queued(group, unless_a_lane_is_idle=True)
             if late:
-                self._produce_requests(late, entries, group.deadline)
+                self._produce_requests(late, keys, group.deadline)
 
     def _produce_request(self, item: _Pending, deadline: float) -> None:
         from confluent_kafka import KafkaException
@@ -741,12 +740,20 @@ class _KeyStamp:
                 self.stamps[self.key] = stamp
 
 
-def _stamped(entries: dict[str, KeyEntry], stamps: dict[str, int]) -> dict[str, KeyEntry]:
-    """Entries timed by Kafka's timestamps where known (see `service.ingest.keys`)."""
-    return {
-        key: replace(entry, at_ms=stamps[key]) if key in stamps else entry
-        for key, entry in entries.items()
-    }
+@dataclass
+class _Keys:
+    """The keys records of one transaction: each key's entry, and the timestamp Kafka gave its
+    record (`_KeyStamp`; the delivery reports run before the commit returns)."""
+
+    entries: dict[str, KeyEntry] = field(default_factory=dict)
+    stamps: dict[str, int] = field(default_factory=dict)
+
+    def stamped(self) -> dict[str, KeyEntry]:
+        """Entries timed by Kafka's timestamps where known (see `service.ingest.keys`)."""
+        return {
+            key: replace(entry, at_ms=self.stamps[key]) if key in self.stamps else entry
+            for key, entry in self.entries.items()
+        }
 
 
 def _purge(producer: Any) -> None:
