@@ -71,6 +71,12 @@ MAX_GROUP_RECORDS = 50_000
 MAX_GROUP_BYTES = 64 << 20
 # How long the thread waits for requests before looking at its stop flag again.
 _IDLE_WAIT_S = 0.2
+# A lane's pause after each transaction, before it takes the next group. The commit returns
+# once the coordinator has logged it; the markers are written after, and until then an
+# AddPartitionsToTxn of the same id is refused (CONCURRENT_TRANSACTIONS), which librdkafka retries
+# 20 ms later. Starting at once, nearly every transaction paid that, often twice; the other lane
+# takes requests meanwhile, and those arriving join the next group.
+_REST_AFTER_TRANSACTION_S = 0.01
 # Between attempts to make a new producer while the cluster does not answer.
 _RECONNECT_PAUSE_S = (0.2, 5.0)
 # Bounds init_transactions() and an abort; a coordinator slower than this is unavailable.
@@ -388,6 +394,8 @@ class _Lane:
             group = self._next_group()
             if group.pending:
                 self._write(group)
+                if self._producer is not None:  # a new one's init_transactions() waits instead
+                    time.sleep(_REST_AFTER_TRANSACTION_S)
         with self.intake.lock:
             self.intake.lanes_running -= 1
             last = self.intake.lanes_running == 0

@@ -352,6 +352,7 @@ def test_a_refused_record_without_a_delivery_report_is_found_alone(harness: Harn
     assert harness.send("k1", [b"a", b"huge"]).outcome == "too_large"
     assert [p.aborted for p in harness.producers][:2] == [1, 1]  # the group, then alone
     assert harness.ledger.get("k1") is None
+    harness.wait_ready()  # the refusal's producer is replaced
     assert harness.send("k2", [b"b"]).outcome == "written"
     committed = [v for p in harness.producers for t, _, v, _ in p.committed if t == "lines-topic"]
     assert committed == [b"b"]
