@@ -271,3 +271,29 @@ def test_a_record_too_large_for_the_topic_is_413_for_its_request_only(
             client.close()
     finally:
         running.stop()
+
+
+def test_a_request_whose_refused_record_is_not_its_first_is_413_alone(
+    kafka_bootstrap: str, make_topic: Callable[..., str], unique_name: str
+) -> None:
+    # Only a transaction's first record has a delivery report; keyed apart from it, the refused
+    # records are in other partitions' batches. Whichever tells the writer (that report, or
+    # the failed transaction's code), the request is 413 and nothing of it is written.
+    topic = make_topic(
+        kafka_bootstrap, unique_name, partitions=PARTITIONS, config={"max.message.bytes": "2000"}
+    )
+    settings = settings_for(kafka_bootstrap, topic, unique_name.replace("_", "-")[:40])
+    running = start(settings, topic)
+    try:
+        big = [{"k": f"big-{i}", "pad": "x" * 5_000} for i in range(4)]
+        body = lines({"k": "first", "id": 100}, *big, {"k": "last", "id": 101})
+        refused = running.client.post("events", body, key="mixed", query="?key_field=k")
+        assert refused.status == 413, refused.body
+        assert "larger than the topic accepts" in str(refused.body["error"])
+        written = running.client.send_until_acknowledged("events", lines({"id": 1}), "after")
+        assert written.body == {"records": 1, "duplicate": False}
+        ids = [json.loads(m.value()).get("id") for m in read_committed(kafka_bootstrap, topic, 1)]
+        assert ids == [1]
+        running.client.close()
+    finally:
+        running.stop()
