@@ -27,6 +27,8 @@ LOG4J2_FILE = shipped_config_file("log4j2.properties")
 # The same loggers with Spark's JSON layout, for `logging.format` json (docs/architecture.md,
 # Observability): one log format per process, so a collector never meets a text line.
 LOG4J2_JSON_FILE = shipped_config_file("log4j2-json.properties")
+# The scheduler pools, among them live state queries' (see `spark.scheduler.mode` below).
+POOLS_FILE = shipped_config_file("fairscheduler.xml")
 LOOPBACK = "127.0.0.1"
 
 # Settings every dstreams job needs; user settings may add to these but not weaken determinism.
@@ -51,6 +53,10 @@ BASE_CONF: dict[str, str] = {
     # Output partition p of batch t must be the same on every replay: fixed string hashing.
     "spark.executorEnv.PYTHONHASHSEED": HASH_SEED,
     "spark.sql.shuffle.partitions": "4",
+    # Pools, so that a live state query's one-task job takes the next free core instead of
+    # waiting behind every queued task of a batch (service/graph/query_jobs.py). The engine's own
+    # jobs all stay in the default pool, which runs them first in, first out, as before.
+    "spark.scheduler.mode": "FAIR",
 }
 
 
@@ -124,6 +130,8 @@ def spark_conf(
             conf["spark.executor.extraJavaOptions"] = option
     if any(driver_options):
         conf["spark.driver.extraJavaOptions"] = " ".join(o for o in driver_options if o)
+    if POOLS_FILE.exists():  # read by the driver only
+        conf["spark.scheduler.allocation.file"] = f"file:{POOLS_FILE}"
     return {**conf, **(extra_conf or {})}
 
 

@@ -24,6 +24,10 @@ from service.graph.state_lookup import partition_of, partitions_of
 
 log = logging.getLogger(__name__)
 _QUERIES = itertools.count()
+QUERY_POOL = "dstreams-state-queries"
+"""The scheduler pool of query jobs: under the driver's fair scheduling (`spark.scheduler.mode`)
+a pool with no running task gets the next free core, so a query waits for one task of a batch
+to end, not for all of them."""
 
 
 class QueryUnavailable(DStreamsError):
@@ -67,6 +71,7 @@ def run_on_partitions(
     timer = threading.Timer(deadline.remaining_s(), cancel)
     timer.daemon = True
     sc.addJobTag(tag)
+    sc.setLocalProperty("spark.scheduler.pool", QUERY_POOL)  # this thread's jobs only
     timer.start()
     try:
         return list(sc.runJob(rdd, function, partitions))
@@ -80,6 +85,7 @@ def run_on_partitions(
     finally:
         timer.cancel()
         sc.removeJobTag(tag)
+        sc.setLocalProperty("spark.scheduler.pool", None)
 
 
 def key_partition(sc: Any, key: Hashable, partitions: int, deadline: Deadline) -> int:
