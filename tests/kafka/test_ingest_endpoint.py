@@ -239,15 +239,22 @@ def test_dstreams_run_serves_the_endpoint_only_when_enabled(
     assert service.writer is not None and not service.writer.ready  # stopped with the block
 
 
-def test_a_record_too_large_for_the_topic_is_413_for_its_request_only(
+def start_on_a_small_topic(
     kafka_bootstrap: str, make_topic: Callable[..., str], unique_name: str
-) -> None:
-    # The topic takes 2,000-byte batches; the endpoint's own limit (1 MB) lets larger through.
+) -> tuple[str, Running]:
+    """An endpoint writing to a topic that takes 2,000-byte batches: the endpoint's own limit
+    (1 MB) lets larger records through, for Kafka to refuse."""
     topic = make_topic(
         kafka_bootstrap, unique_name, partitions=PARTITIONS, config={"max.message.bytes": "2000"}
     )
     settings = settings_for(kafka_bootstrap, topic, unique_name.replace("_", "-")[:40])
-    running = start(settings, topic)
+    return topic, start(settings, topic)
+
+
+def test_a_record_too_large_for_the_topic_is_413_for_its_request_only(
+    kafka_bootstrap: str, make_topic: Callable[..., str], unique_name: str
+) -> None:
+    topic, running = start_on_a_small_topic(kafka_bootstrap, make_topic, unique_name)
     try:
         port = running.client.port
         clients = [IngestClient("127.0.0.1", port) for _ in range(6)]
@@ -279,11 +286,7 @@ def test_a_request_whose_refused_record_is_not_its_first_is_413_alone(
     # Only a transaction's first record has a delivery report; keyed apart from it, the refused
     # records are in other partitions' batches. Whichever tells the writer (that report, or
     # the failed transaction's code), the request is 413 and nothing of it is written.
-    topic = make_topic(
-        kafka_bootstrap, unique_name, partitions=PARTITIONS, config={"max.message.bytes": "2000"}
-    )
-    settings = settings_for(kafka_bootstrap, topic, unique_name.replace("_", "-")[:40])
-    running = start(settings, topic)
+    topic, running = start_on_a_small_topic(kafka_bootstrap, make_topic, unique_name)
     try:
         big = [{"k": f"big-{i}", "pad": "x" * 5_000} for i in range(4)]
         body = lines({"k": "first", "id": 100}, *big, {"k": "last", "id": 101})
