@@ -40,6 +40,7 @@ __all__ = [
     "QueryUnavailable",
     "QueryableStates",
     "Scanned",
+    "check_limit",
 ]
 
 QUERY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")

@@ -31,6 +31,7 @@ from service.graph.queryable import (
     NotQueryable,
     QueryUnavailable,
     Scanned,
+    check_limit,
 )
 
 PREFIX = "/state/"
@@ -131,11 +132,7 @@ def parse_limit(text: str | None) -> int:
     if not text.strip().isdigit():
         msg = f"limit must be a whole number between 1 and {MAX_LIMIT}, got {text!r}"
         raise BadQuery(msg)
-    limit = int(text)
-    if not 1 <= limit <= MAX_LIMIT:
-        msg = f"limit must be between 1 and {MAX_LIMIT}, got {limit}"
-        raise BadQuery(msg)
-    return limit
+    return check_limit(int(text))
 
 
 def encoded(value: Any) -> tuple[Any, str]:
