@@ -80,6 +80,10 @@ class CheckpointSettings(ConfigModel):
     S3-compatible object storage, s3://BUCKET/PREFIX (s3a:// alike), reached as `s3` says."""
     interval_batches: int | None = Field(default=None, ge=1)
     """Checkpoint state (stateful jobs only) every this many batches; default: about 10 s."""
+    local_state_dir: str = Field(default="state/local", min_length=1)
+    """Where the executors keep the stores of states on disk (`update_state_on_disk`): a
+    local folder of each executor's machine (relative: to the driver's working directory).
+    What is there is rebuilt from the checkpoints when lost; give it fast disk."""
     s3: S3Settings = Field(default_factory=S3Settings)
     """Object storage: endpoint, region, addressing and credentials (path s3:// only)."""
 

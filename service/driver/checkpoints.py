@@ -258,7 +258,7 @@ def _journal_covers(state: JournalState, record: CheckpointRecord) -> bool:
 
 
 def _summarise(stream: StatefulDStream, manifests: list[PieceManifest]) -> None:
-    stream.computation.set_summary(
+    stream.computation.summarise(
         keys=sum(m.total_records for m in manifests if m.fmt == "state"),
-        bytes=sum(m.total_bytes for m in manifests),
+        size=sum(m.total_bytes for m in manifests),
     )

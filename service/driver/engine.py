@@ -320,6 +320,7 @@ def make_checkpoints(
 ) -> StateCheckpoints:
     """Step 7 and the state half of recovery, from `settings.checkpoint`."""
     store = settings.checkpoint.store()
+    ctx.place_state(store.files, Path(settings.checkpoint.local_state_dir).absolute())
     return StateCheckpoints(ctx, store, journal, checkpoint_interval_batches(settings), observer)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from service.graph.counters import Counts, record_timestamps, total_decode_errors, total_records
 from service.graph.jobs import SparkJob
@@ -134,6 +134,24 @@ class QueryableState(Protocol):
         ...
 
 
+@runtime_checkable
+class StoredState(Protocol):
+    """A keyed state on disk as live queries read it: from its partitions' local stores
+    (`service.graph.disk_queries`)."""
+
+    @property
+    def partitions(self) -> int: ...
+
+    @property
+    def version(self) -> int | None:
+        """The batch the state is at; None before its first."""
+        ...
+
+    def local_store(self, partition: int) -> Any:
+        """The partition's `LocalStore`, read-only, or None when this machine lacks it."""
+        ...
+
+
 class GraphContext(Protocol):
     """What a stream needs of the context that holds its graph."""
 
@@ -151,4 +169,4 @@ class GraphContext(Protocol):
 
     def configured_sink(self, name: str) -> Sink: ...
 
-    def add_queryable(self, name: str, state: QueryableState) -> None: ...
+    def add_queryable(self, name: str, state: QueryableState | StoredState) -> None: ...

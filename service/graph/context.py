@@ -9,12 +9,14 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from connectors.reader import ReadPolicy
 from service.errors import ConfigError
-from service.graph.base import Node, OutputOperation, QueryableState
+from service.graph.base import Node, OutputOperation, QueryableState, StoredState
 from service.graph.counters import CountersParam
+from service.graph.disk_state import DiskKeyedState
 from service.graph.dstream import DStream, StatefulDStream
 from service.graph.kafka_source import KafkaSource
 from service.graph.key_placement import key_placement
@@ -28,6 +30,7 @@ from sinks.base import Sink
 if TYPE_CHECKING:
     from connectors.codecs import Codec
     from connectors.planner import StartingOffsets
+    from service.graph.checkpoint_files import CheckpointFiles
 
 SinkFactory = Callable[[str], Sink]
 SourceFactory = Callable[[str], KafkaSource]
@@ -195,7 +198,7 @@ class StreamingContext:
             raise ConfigError(msg)
         self.outputs.append(output)
 
-    def add_queryable(self, name: str, state: QueryableState) -> None:
+    def add_queryable(self, name: str, state: QueryableState | StoredState) -> None:
         self.queries.add(name, state)
 
     def configured_sink(self, name: str) -> Sink:
@@ -238,6 +241,15 @@ class StreamingContext:
         self.sc = sc
         self.input_counters = sc.accumulator({}, CountersParam())
         self.placement.active = stable_placement
+
+    def place_state(self, files: CheckpointFiles, local_dir: Path) -> None:
+        """Where the graph's states on disk keep their files: durable changes and snapshots in
+        the checkpoint store's `files`, local stores under `local_dir` (on every executor's
+        disk; see `service.graph.disk_state`)."""
+        for stream in self.stateful_streams():
+            if isinstance(stream.computation, DiskKeyedState):
+                name = stream.piece_prefix.rstrip("-")
+                stream.computation.use_storage(files, local_dir / self.app_id, name)
 
     def close(self) -> None:
         """Closes the driver-side clients the sources and the outputs' sinks opened."""

@@ -22,6 +22,7 @@ from typing import Any, NotRequired, TypedDict, Unpack
 
 from service.graph import event_functions, functions, state_functions
 from service.graph.base import RDD, BatchFunction, GraphContext
+from service.graph.disk_state import DEFAULT_SNAPSHOT_EVERY, DiskKeyedState
 from service.graph.event_window import EventTime, EventWindow, event_window_spec
 from service.graph.outputs import ForeachBatchOutput, SinkOutput
 from service.graph.plan import BatchPlan
@@ -332,6 +333,32 @@ class DStream:
         state = updated_state(self.ctx, self, update_fn, partitions, initial, ttl_ms)
         return StateView(StatefulDStream(self, state), "state_pairs", state_functions.state_pairs)
 
+    def update_state_on_disk(
+        self,
+        update_fn: Callable[[list[Any], Any], Any],
+        num_partitions: int | None = None,
+        ttl_ms: int | None = None,
+        snapshot_every_batches: int = DEFAULT_SNAPSHOT_EVERY,
+    ) -> DiskStateStream:
+        """A keyed state larger than memory, in a store on the executors' disks that a batch
+        reads and writes only where it has values (`service.graph.disk_state`).
+
+        `update_fn(new_values, state) -> state | None` runs only for keys with new values in
+        the batch (None removes the key); with `ttl_ms`, a key that got no value for that long
+        in batch time is removed without a call. The stream is each batch's changes:
+        `(key, state)` per key that got a value, `(key, None)` per key removed. State values
+        are the types a checkpoint stores (`service.graph.checkpoint_store`). Each partition
+        publishes a whole copy of its store every `snapshot_every_batches` of its batches."""
+        state = DiskKeyedState(
+            self.ctx,
+            self,
+            update_fn,
+            self._partitions(num_partitions),
+            ttl_ms,
+            snapshot_every_batches,
+        )
+        return DiskStateStream(self, state)
+
     def map_with_state(self, spec: StateSpec) -> StateView:
         """The records `spec.function` returns per value (and per timed-out key);
         `.state_snapshots()` gives the state itself."""
@@ -562,6 +589,21 @@ class StatefulDStream(DStream):
         prefix = self.piece_prefix
         mine = {n.removeprefix(prefix): r for n, r in pieces.items() if n.startswith(prefix)}
         self.computation.restore(batch_time, mine)
+
+
+class DiskStateStream(StatefulDStream):
+    """The changes of a keyed state on disk (`DStream.update_state_on_disk`)."""
+
+    def __init__(self, parent: DStream, computation: DiskKeyedState) -> None:
+        super().__init__(parent, computation)
+        self.disk_state = computation
+
+    def queryable(self, name: str) -> DiskStateStream:
+        """Lets the driver's HTTP endpoint answer a key's state as of the last completed batch,
+        read from the partition's local store (`service.graph.queryable`): in local mode, or
+        where the stores' folder is shared with the driver."""
+        self.ctx.add_queryable(name, self.disk_state)
+        return self
 
 
 class StateView(TransformedDStream):

@@ -26,7 +26,8 @@ from functools import partial
 from typing import Any
 
 from service.errors import ConfigError, DStreamsError
-from service.graph.base import RDD, QueryableState
+from service.graph.base import RDD, QueryableState, StoredState
+from service.graph.disk_queries import find_on_disk, scan_on_disk
 from service.graph.query_jobs import Deadline, QueryUnavailable, key_partition, run_on_partitions
 from service.graph.state_lookup import find_key, find_prefix
 
@@ -67,6 +68,8 @@ class Published:
     batch_time: int
     rdd: RDD | None
     partitions: int
+    version: int | None = None
+    """A state on disk: the batch its stores were at when `batch_time` completed."""
 
 
 @dataclass(frozen=True)
@@ -108,14 +111,14 @@ class QueryableStates:
 
     def __init__(self, sc_of: Callable[[], Any]) -> None:
         self._sc_of = sc_of
-        self._states: dict[str, QueryableState] = {}
+        self._states: dict[str, QueryableState | StoredState] = {}
         self._published: dict[str, Published] = {}
         self._lock = threading.Lock()
         self._open = False
         self.timeout_s = DEFAULT_TIMEOUT_S
         """How long a query's Spark jobs may take in all before it is answered 503."""
 
-    def add(self, name: str, state: QueryableState) -> None:
+    def add(self, name: str, state: QueryableState | StoredState) -> None:
         """Makes `state` answer queries as `name`; a name and a state are taken once each."""
         if not QUERY_NAME.fullmatch(name):
             msg = (
@@ -142,6 +145,9 @@ class QueryableStates:
             return
         published = {}
         for name, state in self._states.items():
+            if isinstance(state, StoredState):
+                published[name] = Published(batch_time, None, state.partitions, state.version)
+                continue
             rdd = state.queryable_rdd()
             partitions = rdd.getNumPartitions() if rdd is not None else state.partitions
             published[name] = Published(batch_time, rdd, partitions)
@@ -156,10 +162,14 @@ class QueryableStates:
     def lookup(self, stream: str, key: Hashable) -> Found:
         """`key`'s state in `stream`, reading the one partition that holds it."""
         published = self._current(stream)
-        if published.rdd is None:
-            return Found(stream, key, published.batch_time, found=False)
+        state = self._states[stream]
         deadline = Deadline(self.timeout_s)
         sc = self._sc_of()
+        if isinstance(state, StoredState):
+            found, value = find_on_disk(sc, state, key, published.version, deadline)
+            return Found(stream, key, published.batch_time, found=found, value=value)
+        if published.rdd is None:
+            return Found(stream, key, published.batch_time, found=False)
         partition = key_partition(sc, key, published.partitions, deadline)
         values = run_on_partitions(sc, published.rdd, partial(find_key, key), [partition], deadline)
         if not values:
@@ -172,7 +182,10 @@ class QueryableStates:
         check_limit(limit)
         published = self._current(stream)
         entries: list[tuple[str, Any]] = []
-        if published.rdd is not None:
+        state = self._states[stream]
+        if isinstance(state, StoredState):
+            entries = scan_on_disk(state, prefix, limit + 1, published.version)
+        elif published.rdd is not None:
             deadline = Deadline(self.timeout_s)
             sc = self._sc_of()
             for partition in range(published.partitions):

@@ -211,11 +211,11 @@ def update_state_partition(
             if new is not None:
                 yield (key, (KEEP if _same(new, old) else CHANGED, new, touched))
             continue
-        new = update(_values_in_order(tagged), old)
+        new = update(values_in_order(tagged), old)
         if new is not None:
             yield (key, (KEEP if _same(new, old) else CHANGED, new, batch_time))
-    for key, tagged in sorted(news.items(), key=_first_arrival):
-        new = update(_values_in_order(tagged), None)
+    for key, tagged in sorted(news.items(), key=first_arrival):
+        new = update(values_in_order(tagged), None)
         if new is not None:
             yield (key, (CHANGED, new, batch_time))
 
@@ -240,7 +240,7 @@ def _entries_and_news(
     return states, news
 
 
-def _values_in_order(tagged: list[tuple[Any, ...]]) -> list[Any]:
+def values_in_order(tagged: list[tuple[Any, ...]]) -> list[Any]:
     """The values of a key's `NEW` entries, by (input partition, position)."""
     if len(tagged) > 1:
         tagged.sort(key=_arrival)
@@ -251,7 +251,7 @@ def _arrival(entry: tuple[Any, ...]) -> tuple[int, int]:
     return (entry[1], entry[2])
 
 
-def _first_arrival(item: tuple[Any, list[tuple[Any, ...]]]) -> tuple[int, int]:
+def first_arrival(item: tuple[Any, list[tuple[Any, ...]]]) -> tuple[int, int]:
     return min(_arrival(entry) for entry in item[1])
 
 

@@ -94,6 +94,11 @@ class StatefulComputation:
     def set_summary(self, **figures: int) -> None:
         self._summary = figures
 
+    def summarise(self, keys: int, size: int) -> None:
+        """Takes the figures of the checkpoint just written or restored: the keys of its state
+        pieces and its bytes."""
+        self.set_summary(keys=keys, bytes=size)
+
 
 def persist(rdd: RDD) -> RDD:
     """Keeps `rdd` for later batches; spilled to disk rather than recomputed under pressure."""

@@ -1,0 +1,202 @@
+"""`update_state_on_disk`: a keyed state larger than memory, checkpointed by what changed
+(docs/architecture.md, "State on disk").
+
+`update_state_by_key` keeps its state as an RDD: every batch passes every key through a merge,
+and every checkpoint writes every key. That is the D-Streams model, and right for states that
+fit in memory. Here the state lives in one SQLite store per partition on the executors' disks
+(`service.graph.disk_store`), a batch reads and writes only the keys it touches
+(`service.graph.disk_task`), and the durable record is each batch's changes plus a snapshot of
+each partition now and then, published by the tasks themselves
+(`service.graph.disk_changelog`). A checkpoint of the state is then only the batch its stores
+are at: its cost does not grow with the state.
+
+The batch's RDD is its changes, persisted; it depends on the previous batch's changes through a
+narrow, row-less dependency (`_nothing`), so Spark runs a partition's batches in order even when
+no output reads them between checkpoints. Exactly-once rests on the same ground as the rest of
+the engine: a batch's input is journaled before it runs, so a batch that runs again finds its
+own durable changes and returns them, and a lost local store is rebuilt from the durable files.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from service.errors import ConfigError
+from service.graph import state_functions as fn
+from service.graph import stateful
+from service.graph.base import RDD, BatchStream, GraphContext
+from service.graph.checkpoint_files import CheckpointFiles
+from service.graph.disk_changelog import Lineage
+from service.graph.disk_store import LocalStore
+from service.graph.disk_task import DiskStateTask, run_partition
+from service.graph.plan import BatchPlan
+
+KIND = "update_state_on_disk"
+DEFAULT_SNAPSHOT_EVERY = 20
+CHECKPOINTS_KEPT = 3
+"""Checkpoints whose batch a state on disk can still be rebuilt at: the journal's retained ones
+and the one being written."""
+
+
+class DiskKeyedState(stateful.StatefulComputation):
+    """The changes of a keyed state on disk, batch by batch."""
+
+    def __init__(
+        self,
+        ctx: GraphContext,
+        parent: BatchStream,
+        update_fn: fn.UpdateFunction,
+        partitions: int,
+        ttl_ms: int | None,
+        snapshot_every: int,
+    ) -> None:
+        super().__init__(ctx, parent, KIND)
+        if ttl_ms is not None and ttl_ms <= 0:
+            msg = f"{KIND}: ttl_ms must be positive or None, got {ttl_ms}"
+            raise ValueError(msg)
+        if snapshot_every < 1:
+            msg = f"{KIND}: snapshot_every_batches must be at least 1, got {snapshot_every}"
+            raise ValueError(msg)
+        self.partitions = partitions
+        self.params.update(partitions=partitions, ttl_ms=ttl_ms)
+        self._update = update_fn
+        self._ttl_ms = ttl_ms
+        self._snapshot_every = snapshot_every
+        self._storage: tuple[CheckpointFiles, Path, str] | None = None
+        self._origin: int | None = None
+        self.version: int | None = None
+        """The batch the state is at once the batches computed so far have run."""
+        self._chain: list[tuple[int, RDD]] = []
+        self._checkpointed: list[int] = []
+
+    def use_storage(self, files: CheckpointFiles, local_dir: Path, name: str) -> None:
+        """Where the durable changes go (the checkpoint store) and the local stores live."""
+        self._storage = (files, local_dir, name)
+
+    # --- batches -------------------------------------------------------------------------------
+
+    def compute(self, plan: BatchPlan) -> RDD:
+        t = plan.batch_time
+        if self.version is not None and self.version >= t:
+            msg = f"{KIND}: batch {t} asked for after batch {self.version}"
+            raise fn.StateError(msg)
+        no_input = self.parent.is_empty(plan)
+        if self.decide_empty(t, no_input and self._ttl_ms is None):
+            return self.ctx.sc.emptyRDD()  # nothing changes: the state stays at its version
+        sc = self.ctx.sc
+        if no_input:
+            news = sc.parallelize([], self.partitions).partitionBy(self.partitions)
+        else:
+            tagged = self.parent.rdd_at(plan).mapPartitionsWithIndex(
+                fn.tag_new_values, preservesPartitioning=True
+            )
+            news = tagged.partitionBy(self.partitions)
+        inputs = [news]
+        if self._chain:
+            before = self._chain[-1][1].mapPartitions(_nothing, preservesPartitioning=True)
+            inputs = [before, news]
+        task = partial(run_partition, self.task(t), t, self.version)
+        union = stateful.union_partitioned(sc, inputs)
+        changes = stateful.persist(union.mapPartitionsWithIndex(task, preservesPartitioning=True))
+        self._chain = [*self._chain, (t, changes)]
+        self.version = t
+        return changes
+
+    def task(self, batch_time: int | None = None) -> DiskStateTask:
+        """What a task of this state needs; the lineage starts at the first batch computed."""
+        if self._storage is None:
+            msg = (
+                f"{KIND} keeps its state beside the checkpoints, but this graph runs without a "
+                "checkpoint store; run it with `dstreams run` (or give the context one with "
+                "`place_state`)"
+            )
+            raise ConfigError(msg)
+        if self._origin is None:
+            if batch_time is None:
+                msg = f"{KIND}: no batch has run, so the state has no files yet"
+                raise fn.StateError(msg)
+            self._origin = batch_time
+        files, local_dir, name = self._storage
+        lineage = Lineage(files, name, self._origin, self.partitions)
+        root = str(local_dir / name)
+        return DiskStateTask(lineage, root, self._update, self._ttl_ms, self._snapshot_every)
+
+    def forget(self, batch_time: int) -> None:
+        self._chain = stateful.release_superseded(self._chain)
+
+    # --- checkpoints ---------------------------------------------------------------------------
+
+    def checkpoint_pieces(self, batch_time: int) -> list[stateful.Piece]:
+        if self._chain:
+            # Every batch so far has run (and published its changes) once the latest has.
+            self._chain[-1][1].foreachPartition(_drain)
+        meta = {"origin": self._origin, "version": self.version, "partitions": self.partitions}
+        if self._origin is not None:
+            self._checkpointed = [*self._checkpointed, self.version or 0]
+            self._prune()
+        return [stateful.Piece("disk", self.ctx.sc.parallelize([meta], 1), "rows")]
+
+    def restore(self, batch_time: int, pieces: dict[str, RDD]) -> None:
+        (meta,) = pieces["disk"].collect()
+        if meta["partitions"] != self.partitions:
+            msg = (
+                f"{KIND}: the checkpoint holds the state in {meta['partitions']} partitions and "
+                f"the job asks for {self.partitions}; a state on disk does not rescale, so start "
+                f"it with num_partitions={meta['partitions']}"
+            )
+            raise ConfigError(msg)
+        for _, rdd in self._chain:
+            stateful.release(rdd)
+        self._chain = []
+        self._origin, self.version = meta["origin"], meta["version"]
+        if self.version is not None and self.version not in self._checkpointed:
+            self._checkpointed = [*self._checkpointed, self.version]
+
+    def summarise(self, keys: int, size: int) -> None:
+        """The keys are the local stores' (the checkpoint holds none); 0 on a cluster, where
+        the driver does not see them."""
+        self.set_summary(keys=self.local_keys(), bytes=size)
+
+    def _prune(self) -> None:
+        """Deletes the durable files no retained checkpoint needs: per partition, what lies
+        before its newest snapshot at or before the oldest checkpoint kept."""
+        self._checkpointed = self._checkpointed[-CHECKPOINTS_KEPT:]
+        lineage = self.task().lineage
+        if len(self._checkpointed) == CHECKPOINTS_KEPT:
+            lineage.prune(self._checkpointed[0])
+            for other in list(lineage.other_lineages()):
+                lineage.files.delete_tree(other)
+
+    # --- what the driver can read --------------------------------------------------------------
+
+    def local_store(self, partition: int) -> LocalStore | None:
+        """Partition `partition`'s store opened for reading, when this machine holds it (local
+        mode, or a local folder shared with the executors)."""
+        if self._origin is None or self._storage is None:
+            return None
+        path = self.task().store_path(partition)
+        return LocalStore(path, read_only=True) if path.exists() else None
+
+    def local_keys(self) -> int:
+        """Keys in the stores this machine holds (all of them in local mode)."""
+        total = 0
+        for partition in range(self.partitions):
+            store = self.local_store(partition)
+            if store is not None:
+                with store:
+                    total += store.keys
+        return total
+
+
+def _nothing(rows: Any) -> Any:
+    """Reads the previous batch's changes (running their task if needed) and passes none on."""
+    for _ in rows:
+        pass
+    return iter(())
+
+
+def _drain(rows: Any) -> None:
+    for _ in rows:
+        pass

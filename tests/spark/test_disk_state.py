@@ -1,0 +1,218 @@
+"""A keyed state on disk (`update_state_on_disk`) on a real Spark with a real file journal: every
+batch's changes equal a plain-Python model's, across drivers that stop before a batch, after a
+batch's tasks committed but before it completed, and after the executors' local stores were
+lost; live queries read the state as of the last completed batch."""
+
+from __future__ import annotations
+
+import random
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from service.driver.checkpoints import StateCheckpoints
+from service.driver.lifecycle import BatchLifecycle
+from service.driver.recovery import JournalLog, recover
+from service.errors import GraphChanged
+from service.graph import functions
+from service.graph.checkpoint_store import CheckpointStore
+from service.graph.context import StreamingContext
+from service.graph.disk_state import DiskKeyedState
+from service.journal.file import FileJournal
+from service.testing import FIRST_BATCH_MS, INTERVAL_MS
+from sinks.memory import MemorySink
+
+CHECKPOINT_EVERY = 3
+SNAPSHOT_EVERY = 4
+TTL_MS = 3 * INTERVAL_MS
+WORDS = "abcdefghij"
+
+
+def capped_total(values: list[int], state: int | None) -> int | None:
+    """A running total that removes its key when it reaches a multiple of 5."""
+    total = (state or 0) + sum(values)
+    return None if total % 5 == 0 else total
+
+
+def make_input(seed: int, batches: int) -> list[list[str]]:
+    rng = random.Random(seed)
+    return [
+        [" ".join(rng.choices(WORDS, k=rng.randint(1, 5))) for _ in range(rng.randint(0, 3))]
+        for _ in range(batches)
+    ]
+
+
+def model(
+    lines: list[list[str]], ttl_ms: int | None
+) -> tuple[list[list[tuple[Any, Any]]], list[dict[Any, int]]]:
+    """Each batch's changes, and the state after each batch, by plain Python."""
+    state: dict[Any, tuple[int, int]] = {}
+    changes: list[list[tuple[Any, Any]]] = []
+    states: list[dict[Any, int]] = []
+    for index, batch in enumerate(lines):
+        t = FIRST_BATCH_MS + index * INTERVAL_MS
+        news: dict[Any, list[int]] = {}
+        for line in batch:
+            for word in line.split():
+                news.setdefault(keyed(word), []).append(1)
+        changed: list[tuple[Any, Any]] = []
+        for key, values in news.items():
+            old = state.get(key)
+            new = capped_total(values, None if old is None else old[0])
+            if new is None:
+                if state.pop(key, None) is not None:
+                    changed.append((key, None))
+            else:
+                state[key] = (new, t)
+                changed.append((key, new))
+        if ttl_ms is not None:
+            for key, (_, touched) in list(state.items()):
+                if key not in news and touched <= t - ttl_ms:
+                    del state[key]
+                    changed.append((key, None))
+        changes.append(sorted(changed, key=repr))
+        states.append({key: value for key, (value, _) in state.items()})
+    return changes, states
+
+
+def keyed(word: str) -> Any:
+    """Some keys are tuples, which the store keeps as tagged JSON."""
+    return (word, len(word)) if word in "ij" else word
+
+
+def graph(ctx: StreamingContext, lines: list[list[str]], sink: MemorySink, ttl: int | None) -> None:
+    pairs = ctx.queue_stream(lines).flat_map(str.split).map(keyed).map(functions.pair_with_one)
+    state = pairs.update_state_on_disk(
+        capped_total, num_partitions=3, ttl_ms=ttl, snapshot_every_batches=SNAPSHOT_EVERY
+    )
+    state.queryable("totals").write("changes", sink)
+
+
+class Driver:
+    def __init__(
+        self,
+        sc: Any,
+        workdir: Path,
+        lines: list[list[str]],
+        sink: MemorySink,
+        ttl: int | None = None,
+        build: Callable[..., None] = graph,
+    ) -> None:
+        self.ctx = StreamingContext(sc, "disk", INTERVAL_MS, 2)
+        build(self.ctx, lines, sink, ttl)
+        self.journal = FileJournal(workdir / "journal")
+        self.epoch = self.journal.open()
+        log = JournalLog(self.journal, self.epoch, self.ctx.graph_json())
+        store = CheckpointStore(workdir / "checkpoints")
+        self.ctx.place_state(store.files, workdir / "local")
+        self.checkpoints = StateCheckpoints(self.ctx, store, log, CHECKPOINT_EVERY)
+        self.lifecycle = BatchLifecycle(self.ctx, log, checkpoints=self.checkpoints)
+        self.lifecycle.setup_outputs()
+
+    def recover(self) -> int:
+        recovered = recover(self.ctx, self.journal, self.lifecycle, self.epoch)
+        self.ctx.queries.open()
+        return recovered.recomputed_batches
+
+    def run(self, first: int, count: int) -> None:
+        for index in range(first, first + count):
+            self.lifecycle.run_new(FIRST_BATCH_MS + index * INTERVAL_MS)
+
+    def run_tasks_only(self, index: int) -> None:
+        """Journals batch `index` as planned and runs its state's tasks, then dies: the local
+        stores and the durable changes hold a batch the journal never saw completed."""
+        plan = self.lifecycle.plan(FIRST_BATCH_MS + index * INTERVAL_MS)
+        self.lifecycle.journal_planned(plan)
+        (stream,) = self.ctx.stateful_streams()
+        stream.rdd_at(plan).count()
+
+    def plan_only(self, index: int) -> None:
+        plan = self.lifecycle.plan(FIRST_BATCH_MS + index * INTERVAL_MS)
+        self.lifecycle.journal_planned(plan)
+
+
+def written(sink: MemorySink, batches: int) -> list[list[tuple[Any, Any]]]:
+    return [
+        sorted(sink.batch_rows("changes", FIRST_BATCH_MS + i * INTERVAL_MS), key=repr)
+        for i in range(batches)
+    ]
+
+
+def test_changes_equal_the_model_and_queries_read_the_completed_batch(
+    sc: Any, tmp_path: Path
+) -> None:
+    lines = make_input(3, 10)
+    expected, states = model(lines, None)
+    sink = MemorySink()
+    driver = Driver(sc, tmp_path, lines, sink)
+    driver.recover()
+    driver.run(0, len(lines))
+    assert written(sink, len(lines)) == expected
+    final = states[-1]
+    for word in WORDS:
+        found = driver.ctx.queries.lookup("totals", keyed(word))
+        assert found.batch_time == FIRST_BATCH_MS + (len(lines) - 1) * INTERVAL_MS
+        assert (found.found, found.value) == (keyed(word) in final, final.get(keyed(word)))
+    scanned = driver.ctx.queries.scan("totals", "", limit=100)
+    assert dict(scanned.entries) == {k: v for k, v in final.items() if isinstance(k, str)}
+    disk_state = driver.ctx.stateful_streams()[0].computation
+    assert isinstance(disk_state, DiskKeyedState)
+    assert disk_state.local_keys() == len(final)
+
+
+@pytest.mark.parametrize("lose_local_stores", [False, True])
+def test_a_new_driver_carries_on_exactly_after_a_batch_ran_but_never_completed(
+    sc: Any, tmp_path: Path, lose_local_stores: bool
+) -> None:
+    lines = make_input(7, 14)
+    expected, _ = model(lines, TTL_MS)
+    sink = MemorySink()
+    first = Driver(sc, tmp_path, lines, sink, TTL_MS)
+    first.recover()
+    first.run(0, 8)  # checkpoints after batches 2 and 5; 6 and 7 only journaled completed
+    first.run_tasks_only(8)
+    if lose_local_stores:
+        shutil.rmtree(tmp_path / "local")  # rebuilt from the durable snapshots and changes
+    second = Driver(sc, tmp_path, lines, sink, TTL_MS)
+    assert second.recover() == 2
+    second.run(9, 3)
+    second.plan_only(12)
+    third = Driver(sc, tmp_path, lines, sink, TTL_MS)
+    third.recover()
+    third.run(13, 1)
+    assert written(sink, len(lines)) == expected
+
+
+def test_old_durable_changes_are_pruned_behind_snapshots(sc: Any, tmp_path: Path) -> None:
+    lines = make_input(11, 16)
+    sink = MemorySink()
+    driver = Driver(sc, tmp_path, lines, sink)
+    driver.recover()
+    driver.run(0, len(lines))
+    folders = sorted((tmp_path / "checkpoints" / "disk-state").glob("*/*/p00000/*"))
+    times = [int(folder.name) for folder in folders]
+    assert times, "the state published no changes"
+    assert min(times) > FIRST_BATCH_MS, "nothing was pruned"
+    assert any((folder / "snapshot").exists() for folder in folders)
+
+
+def test_a_changed_partition_count_is_refused_as_a_graph_change(sc: Any, tmp_path: Path) -> None:
+    lines = make_input(13, 6)
+    sink = MemorySink()
+    first = Driver(sc, tmp_path, lines, sink)
+    first.recover()
+    first.run(0, 4)
+
+    def four_partitions(ctx: StreamingContext, lines: Any, sink: MemorySink, ttl: Any) -> None:
+        words = ctx.queue_stream(lines).flat_map(str.split).map(keyed)
+        state = words.map(functions.pair_with_one).update_state_on_disk(
+            capped_total, num_partitions=4, snapshot_every_batches=SNAPSHOT_EVERY
+        )
+        state.write("changes", sink)
+
+    second = Driver(sc, tmp_path, lines, sink, build=four_partitions)
+    with pytest.raises(GraphChanged, match=r"update_state_on_disk\) partitions 3 -> 4"):
+        second.recover()
