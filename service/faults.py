@@ -28,6 +28,7 @@ POINTS = (
     "sink-mid-write",
     "task-before-write",
     "task-after-write",
+    "state-changes-published",
     "before-sink-commit",
     "before-completed",
     "before-ack",

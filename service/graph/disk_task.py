@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from service import faults
 from service.graph import state_functions as fn
 from service.graph.checkpoint_store import decode_value, encode_value
 from service.graph.disk_changelog import Change, Changes, DiskStateError, Lineage
@@ -92,6 +93,7 @@ class DiskStateTask:
         try:
             changes, old = self._changes(store, batch_time, previous, news)
             self.lineage.write_changes(partition, changes)
+            faults.crash_point("state-changes-published")
             store.commit(changes, old)
             self._maybe_snapshot(store, partition, batch_time)
         finally:
@@ -142,12 +144,12 @@ class DiskStateTask:
     # --- bringing the local store to a batch -------------------------------------------------
 
     def _take_in(self, partition: int, done: Changes) -> None:
-        """A replayed batch moves the local store on too, when it is just before it."""
-        path = self.store_path(partition)
-        if not path.exists():
+        """A replayed batch moves the local store on too, when it is just before it (an empty
+        or missing store is just before the lineage's first batch)."""
+        if done.previous is not None and not self.store_path(partition).exists():
             return
         with self.open(partition) as store:
-            if store.version == done.previous and done.previous is not None:
+            if store.version == done.previous:
                 store.apply(done)
 
     def _store_at(self, partition: int, previous: int | None) -> LocalStore:

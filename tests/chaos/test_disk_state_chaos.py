@@ -1,0 +1,116 @@
+"""A keyed state on disk across deaths: running word totals kept with `update_state_on_disk`
+(one SQLite store per partition, each batch's changes published beside the checkpoints) written
+to PostgreSQL and Kafka while input streams in, through five starts of `dstreams run`:
+
+1. dies in a batch whose outputs it wrote but did not commit (`before-sink-commit`);
+2. a Python worker dies after publishing a batch's changes and before committing its store
+   (`state-changes-published`): Spark's retry finds the changes and returns them; then the
+   driver is SIGKILLed;
+3. starts with the executors' local stores gone (a new machine): every partition is rebuilt
+   from its durable snapshot and changes; dies with a checkpoint written but not journaled
+   (`checkpoint-files-written`);
+4. is SIGKILLed at a random moment;
+5. drains the input.
+
+Then every word's total in PostgreSQL and in the last committed Kafka record is its true total,
+every batch wrote each word it read exactly once to Kafka (as many records as batches that read
+it, strictly rising), no batch is left pending, and every live query answered meanwhile
+(`GET /state/totals/<word>`, from the local stores) equals the reference as of the batch it
+names.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from examples.stateful_all_sinks import TOTALS_KAFKA, TOTALS_PG, TOTALS_QUERY, WINDOWS
+from service.dev.service_process import REPO_ROOT
+from tests.chaos.conftest import (
+    VOCABULARY,
+    ChaosApp,
+    Feeder,
+    chaos_seed,
+    make_lines,
+    word_totals,
+)
+from tests.chaos.state_queries import QueryPoller, check_answers
+from tests.chaos.stateful_checks import batches_read, stateful_config, verify_totals
+from tests.chaos.test_state_chaos import crash_at, kill_after_a_worker_died, kill_at_random
+from tests.chaos.test_state_rescale_chaos import check_every_change_written_once
+
+LINES = 6000
+QUERIED = (*VOCABULARY[::25], "never-read")
+MIN_ANSWERS = 20
+JOB_MODULE = f"""from examples.running_totals_on_disk import add_to_total
+from service.graph.functions import add, count_words
+
+
+def build(ctx):
+    counts = ctx.source("lines").map_partitions(count_words).reduce_by_key(add)
+    totals = counts.update_state_on_disk(add_to_total, 4, snapshot_every_batches=3)
+    totals = totals.queryable({TOTALS_QUERY!r})
+    totals.write({TOTALS_KAFKA!r})
+    totals.write({TOTALS_PG!r})
+"""
+
+
+def disk_config(app: ChaosApp) -> dict[str, Any]:
+    config = stateful_config(app)
+    del config["sinks"][WINDOWS]
+    config["checkpoint"]["local_state_dir"] = str(local_stores(app))
+    return {**config, "job": "disk_totals:build"}
+
+
+def local_stores(app: ChaosApp) -> Path:
+    return app.workdir / "state" / "local"
+
+
+@pytest.mark.timeout(900)
+def test_running_totals_on_disk_are_exact_across_deaths_and_a_lost_local_disk(
+    chaos_app: ChaosApp, tmp_path: Path
+) -> None:
+    seed = chaos_seed()
+    rng = random.Random(seed)
+    app = chaos_app
+    app.rate_per_partition = 300
+    lines = make_lines(seed, LINES)
+    positions, feeder = Feeder.after_preloading(
+        app.bootstrap, app.input_topic, [line.encode() for line in lines], LINES // 2, 200
+    )
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    (jobs / "disk_totals.py").write_text(JOB_MODULE)
+    paths = (str(jobs), str(REPO_ROOT), os.environ.get("PYTHONPATH"))
+    env = {"PYTHONPATH": os.pathsep.join(p for p in paths if p)}
+    drivers = [app.service(f"driver-{n}", env=env, **disk_config(app)) for n in range(5)]
+    with QueryPoller(drivers, TOTALS_QUERY, QUERIED) as poller:
+        feeder.start()
+        crash_at(drivers[0], "before-sink-commit")
+        kill_after_a_worker_died(app, drivers[1], "state-changes-published", rng)
+        assert any(local_stores(app).rglob("*.sqlite")), "no local store was written"
+        shutil.rmtree(local_stores(app))
+        crash_at(drivers[2], "checkpoint-files-written")
+        kill_at_random(app, drivers[3], rng)
+        last = drivers[-1]
+        last.start()
+        feeder.finish()
+        app.wait_drained(last, timeout_s=240.0)
+    answers = poller.finish()
+    app.stop(last)
+
+    state = app.journal_state()
+    state.validate()
+    assert not state.pending(), "batches still pending"
+    verify_totals(app, word_totals(lines))
+    line_at = dict(zip(positions + feeder.positions, lines, strict=True))
+    check_every_change_written_once(app, state, line_at)
+    queries = check_answers(answers, state, batches_read(state, app.input_topic, line_at))
+    print(f"{queries}; {poller.unavailable} answered 503")
+    assert queries.answers > MIN_ANSWERS, queries
+    assert len(queries.epochs) >= 2, queries
