@@ -71,9 +71,11 @@ bench-recovery: venv sysdeps class-archive
 
 bench-state: venv sysdeps class-archive
 	$(PY) bench/state_bench.py
+	$(PY) bench/disk_state_bench.py
 	$(PY) bench/event_time_bench.py
 
-# Runs too long for `make test` (DSTREAMS_SOAK=1 turns them on, see tests/soak.py): the stateful
+# Runs too long for `make test` (DSTREAMS_SOAK=1 turns them on, see tests/soak.py): 10,000,000 keys
+# of state on disk within a memory bound, the stateful
 # long run at 1,000 batches, the stateful chaos test at the issue's full size (200,000 lines, every
 # crash point, 10 SIGKILLs in all) and on object storage, the event-time chaos test at its full
 # size (60,000 clicks, 10 driver SIGKILLs), the ingest fault run, the Kafka journal's leader
@@ -82,6 +84,7 @@ bench-state: venv sysdeps class-archive
 # other sinks, and the cluster's straggler and lost-worker runs.
 soak: export DSTREAMS_SOAK=1
 soak: venv sysdeps class-archive
+	$(PY) -m pytest tests/spark/test_disk_state_large.py $(PYTEST_ARGS)
 	DSTREAMS_LONG_RUN_BATCHES=1000 $(PY) -m pytest tests/spark/test_state_long_run.py $(PYTEST_ARGS)
 	DSTREAMS_STATE_CHAOS_LINES=200000 DSTREAMS_STATE_CHAOS_KILLS=10 DSTREAMS_STATE_CHAOS_POINTS=all \
 		$(PY) -m pytest tests/chaos/test_state_chaos.py $(PYTEST_ARGS)
