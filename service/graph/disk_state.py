@@ -70,6 +70,8 @@ class DiskKeyedState(stateful.StatefulComputation):
         """The batch the state is at once the batches computed so far have run."""
         self._chain: list[tuple[int, RDD]] = []
         self._checkpointed: list[int] = []
+        self.queried = False
+        """Made queryable: the stores keep what their last batches replaced."""
 
     def use_storage(self, files: CheckpointFiles, local_dir: Path, name: str) -> None:
         """Where the durable changes go (the checkpoint store) and the local stores live."""
@@ -121,7 +123,9 @@ class DiskKeyedState(stateful.StatefulComputation):
         files, local_dir, name = self._storage
         lineage = Lineage(files, name, self._origin, self.partitions)
         root = str(local_dir / name)
-        return DiskStateTask(lineage, root, self._update, self._ttl_ms, self._snapshot_every)
+        return DiskStateTask(
+            lineage, root, self._update, self._ttl_ms, self._snapshot_every, self.queried
+        )
 
     def forget(self, batch_time: int) -> None:
         self._chain = stateful.release_superseded(self._chain)

@@ -48,8 +48,13 @@ Stored = tuple[str, int]
 class LocalStore:
     """One partition's SQLite store. Not shared between threads; open, use, close."""
 
-    def __init__(self, path: Path, *, with_ttl: bool = False, read_only: bool = False) -> None:
+    def __init__(
+        self, path: Path, *, with_ttl: bool = False, keep_undo: bool = True, read_only: bool = False
+    ) -> None:
         self.path = path
+        self.keep_undo = keep_undo
+        """Whether commits keep what they replaced (for queries; a state nobody queries
+        skips the writes)."""
         if read_only:
             # A live query, from another process than the tasks that write the store.
             self.db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
@@ -167,15 +172,12 @@ class LocalStore:
         kept = [(c.key, c.state, c.touched) for c in changes.rows if c.state is not None]
         added = sum(1 for c in changes.rows if c.state is not None and c.key not in old)
         gone = sum(1 for c in changes.rows if c.state is None and c.key in old)
-        undo = [(c.key, batch, *old.get(c.key, (None, None))) for c in changes.rows]
         db = self.db
         db.execute("BEGIN IMMEDIATE")
         try:
-            db.executemany("INSERT OR REPLACE INTO undo VALUES (?, ?, ?, ?)", undo)
+            self._keep_undo(changes, old)
             db.executemany("INSERT OR REPLACE INTO state VALUES (?, ?, ?)", kept)
             db.executemany("DELETE FROM state WHERE key = ?", removed)
-            db.execute("INSERT OR REPLACE INTO versions VALUES (?, ?)", (batch, changes.previous))
-            self._forget_old_undo()
             self._set("version", batch)
             self._set("keys", self.keys + added - gone)
             self._set("since_snapshot", (self.meta("since_snapshot") or 0) + 1)
@@ -209,13 +211,29 @@ class LocalStore:
         finally:
             copy.close()
 
-    def _forget_old_undo(self) -> None:
-        cutoff = self.db.execute(
-            "SELECT batch FROM versions ORDER BY batch DESC LIMIT 1 OFFSET ?", (UNDO_BATCHES,)
+    def _keep_undo(self, changes: Changes, old: dict[str, Stored]) -> None:
+        """Records what the batch replaces, and forgets what only batches older than the last
+        `UNDO_BATCHES` replaced (every `UNDO_BATCHES` batches: a scan of the table)."""
+        db = self.db
+        if not self.keep_undo:
+            if db.execute("SELECT 1 FROM versions LIMIT 1").fetchone() is not None:
+                db.execute("DELETE FROM undo")  # kept while queried: never partly
+                db.execute("DELETE FROM versions")
+            return
+        batch = changes.batch_time
+        undo = [(c.key, batch, *old.get(c.key, (None, None))) for c in changes.rows]
+        db.executemany("INSERT OR REPLACE INTO undo VALUES (?, ?, ?, ?)", undo)
+        db.execute("INSERT OR REPLACE INTO versions VALUES (?, ?)", (batch, changes.previous))
+        cutoff = db.execute(
+            "SELECT batch FROM versions ORDER BY batch DESC LIMIT 1 OFFSET ?", (2 * UNDO_BATCHES,)
         ).fetchone()
         if cutoff is not None:
-            self.db.execute("DELETE FROM undo WHERE batch <= ?", cutoff)
-            self.db.execute("DELETE FROM versions WHERE batch <= ?", cutoff)
+            newest_kept = db.execute(
+                "SELECT batch FROM versions ORDER BY batch DESC LIMIT 1 OFFSET ?",
+                (UNDO_BATCHES - 1,),
+            ).fetchone()
+            db.execute("DELETE FROM undo WHERE batch < ?", newest_kept)
+            db.execute("DELETE FROM versions WHERE batch < ?", newest_kept)
 
     def _set(self, name: str, value: int) -> None:
         self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (name, value))

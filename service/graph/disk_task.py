@@ -44,13 +44,16 @@ def text_of(value: Any) -> str:
 
 
 def value_of(text: str) -> Any:
-    """Inverse of `text_of`; an integer (a count, a total: the common state) skips the JSON
-    parser."""
-    if text[0] in _INTEGER_START:
+    """Inverse of `text_of`; an integer (a count, a total: the common state) and a string
+    without escapes (the common key) skip the JSON parser."""
+    first = text[0]
+    if first in _INTEGER_START:
         try:
             return int(text)
         except ValueError:
             pass  # a float, in JSON's form
+    elif first == '"' and "\\" not in text:
+        return text[1:-1]  # a string without escapes
     return decode_value(json.loads(text))
 
 
@@ -70,6 +73,8 @@ class DiskStateTask:
     update: fn.UpdateFunction
     ttl_ms: int | None
     snapshot_every: int
+    keep_undo: bool
+    """Whether the stores keep what their last batches replaced (a queryable state)."""
 
     def store_path(self, partition: int) -> Path:
         lineage = self.lineage
@@ -77,7 +82,8 @@ class DiskStateTask:
         return folder / f"p{partition:05d}.sqlite"
 
     def open(self, partition: int) -> LocalStore:
-        return LocalStore(self.store_path(partition), with_ttl=self.ttl_ms is not None)
+        path = self.store_path(partition)
+        return LocalStore(path, with_ttl=self.ttl_ms is not None, keep_undo=self.keep_undo)
 
     def run(
         self, batch_time: int, previous: int | None, partition: int, rows: Iterable[Any]

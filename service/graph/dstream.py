@@ -603,6 +603,7 @@ class DiskStateStream(StatefulDStream):
         read from the partition's local store (`service.graph.queryable`): in local mode, or
         where the stores' folder is shared with the driver."""
         self.ctx.add_queryable(name, self.disk_state)
+        self.disk_state.queried = True
         return self
 
 

@@ -30,9 +30,11 @@ def capped(values: list[int], state: int | None) -> int | None:
     return None if total % 4 == 0 else total
 
 
-def make_task(root: Path, ttl: int | None = TTL, snapshot_every: int = 3) -> DiskStateTask:
+def make_task(
+    root: Path, ttl: int | None = TTL, snapshot_every: int = 3, keep_undo: bool = True
+) -> DiskStateTask:
     lineage = Lineage(LocalFiles(root / "durable"), "s1-state", INTERVAL, 1)
-    return DiskStateTask(lineage, str(root / "local"), capped, ttl, snapshot_every)
+    return DiskStateTask(lineage, str(root / "local"), capped, ttl, snapshot_every, keep_undo)
 
 
 class Model:
@@ -80,13 +82,13 @@ batches = st.lists(
 
 
 @settings(max_examples=60, deadline=None)
-@given(batches)
+@given(batches, st.booleans())
 def test_every_batch_equals_the_model_whatever_happened_before(
-    steps: list[tuple[list[tuple[Any, int]], str]],
+    steps: list[tuple[list[tuple[Any, int]], str]], queried: bool
 ) -> None:
     with tempfile.TemporaryDirectory(prefix="dstreams-disk-state-") as folder:
         root = Path(folder)
-        task = make_task(root)
+        task = make_task(root, keep_undo=queried)
         model = Model(TTL)
         previous: int | None = None
         for index, (pairs, event) in enumerate(steps):
@@ -120,15 +122,16 @@ def test_queries_read_through_what_later_batches_replaced(tmp_path: Path) -> Non
     task = make_task(tmp_path, ttl=None)
     model = Model(None)
     previous = None
-    for index in range(UNDO_BATCHES + 3):
+    batches = 2 * UNDO_BATCHES + 3
+    for index in range(batches):
         t = INTERVAL * (index + 1)
         pairs = [("a", 1), ("b", index % 3 + 1), (("t", 1), 1)] if index % 2 else [("c", 2)]
         model.run(t, pairs)
         run(task, t, previous, pairs)
         previous = t
-    newest = INTERVAL * (UNDO_BATCHES + 3)
+    newest = INTERVAL * batches
     with LocalStore(task.store_path(0), read_only=True) as store:
-        for index in range(2, UNDO_BATCHES + 3):
+        for index in range(batches - UNDO_BATCHES, batches):
             t = INTERVAL * (index + 1)
             assert store.can_answer(t)
             for key in KEYS:
