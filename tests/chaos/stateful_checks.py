@@ -8,25 +8,37 @@ read, per the journal.
 
 from __future__ import annotations
 
+import itertools
+import os
+import random
 from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import psycopg
 
 from examples.stateful_all_sinks import SLIDE_MS, TOTALS_KAFKA, TOTALS_PG, WINDOW_MS, WINDOWS
-from service.dev.service_process import ServiceProcess
+from service.dev.service_process import REPO_ROOT, ServiceProcess
 from service.graph.functions import words_of
 from service.journal.base import JournalState
 from sinks.files import FileSink
 from tests.chaos.conftest import (
     INPUT_PARTITIONS,
     ChaosApp,
+    Feeder,
     assert_no_open_transactions,
     assert_same_totals,
+    chaos_seed,
+    make_lines,
     read_topic,
+    word_totals,
 )
+from tests.chaos.state_queries import check_answers
 
 JOB = "examples.stateful_all_sinks:build"
+MIN_ANSWERS = 20
+"""Live query answers a chaos run of the running totals must check, at least."""
 CHECKPOINT_EVERY = 3
 
 
@@ -56,6 +68,73 @@ def stateful_config(app: ChaosApp) -> dict[str, Any]:
             "interval_batches": CHECKPOINT_EVERY,
         },
     }
+
+
+def job_module_env(folder: Path, name: str, source: str) -> dict[str, str]:
+    """The environment of a driver that runs a job module of the test's own: `name`.py holding
+    `source`, written under `folder`, found through `PYTHONPATH` before the repository."""
+    jobs = folder / "jobs"
+    jobs.mkdir()
+    (jobs / f"{name}.py").write_text(source)
+    paths = (str(jobs), str(REPO_ROOT), os.environ.get("PYTHONPATH"))
+    return {"PYTHONPATH": os.pathsep.join(p for p in paths if p)}
+
+
+@dataclass
+class TotalsRun:
+    """A running-totals chaos run: its random choices, its lines (the first half in the input
+    topic already, at `positions`; `feeder` streams the rest) and its drivers' environment."""
+
+    rng: random.Random
+    lines: list[str]
+    positions: list[tuple[int, int]]
+    feeder: Feeder
+    env: dict[str, str]
+
+    def check_totals_and_answers(
+        self, app: ChaosApp, state: JournalState, answers: list[Any], unavailable: int
+    ) -> dict[tuple[int, int], str]:
+        """Every word's total is exact in PostgreSQL and Kafka, every batch wrote each word it
+        read once, and more than `MIN_ANSWERS` live query answers, from at least two epochs,
+        each equal the reference as of the batch it names; returns each line by position."""
+        verify_totals(app, word_totals(self.lines))
+        line_at = dict(zip(self.positions + self.feeder.positions, self.lines, strict=True))
+        check_every_change_written_once(app, state, line_at)
+        queries = check_answers(answers, state, batches_read(state, app.input_topic, line_at))
+        print(f"{queries}; {unavailable} answered 503")
+        assert queries.answers > MIN_ANSWERS, queries
+        assert len(queries.epochs) >= 2, queries
+        return line_at
+
+
+def totals_run(app: ChaosApp, folder: Path, job: str, source: str, count: int) -> TotalsRun:
+    """`count` lines half preloaded at 300 records/s per partition, and the job module `job`
+    (holding `source`) on the drivers' path."""
+    seed = chaos_seed()
+    app.rate_per_partition = 300
+    lines = make_lines(seed, count)
+    encoded = [line.encode() for line in lines]
+    positions, feeder = Feeder.after_preloading(
+        app.bootstrap, app.input_topic, encoded, count // 2, 200
+    )
+    env = job_module_env(folder, job, source)
+    return TotalsRun(random.Random(seed), lines, positions, feeder, env)
+
+
+def check_every_change_written_once(
+    app: ChaosApp, state: JournalState, line_at: dict[tuple[int, int], str]
+) -> None:
+    """Each batch writes the new total of every word it read, once: per word, the committed
+    Kafka records are as many as the batches that read it, and rise strictly. A batch finished
+    in other partitions than it began in would write some words twice and others never."""
+    read = batches_read(state, app.input_topic, line_at)
+    expected = Counter(word for counts in read.values() for word in counts)
+    written: dict[str, list[int]] = {}
+    for message in read_topic(app.bootstrap, totals_topic(app)):
+        written.setdefault(message.key().decode(), []).append(int(message.value()))
+    for word, values in written.items():
+        assert all(a < b for a, b in itertools.pairwise(values)), (word, values)
+    assert Counter({word: len(values) for word, values in written.items()}) == expected
 
 
 def totals_topic(app: ChaosApp) -> str:

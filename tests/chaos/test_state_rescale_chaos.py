@@ -23,35 +23,23 @@ must be more than `MIN_ANSWERS` from at least two epochs.
 
 from __future__ import annotations
 
-import itertools
-import os
-import random
 import time
-from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from examples.stateful_all_sinks import TOTALS_QUERY
-from service.dev.service_process import REPO_ROOT
 from service.journal.base import JournalState
 from tests.chaos.conftest import (
     VOCABULARY,
     ChaosApp,
-    Feeder,
-    chaos_seed,
     log_text,
-    make_lines,
-    read_topic,
-    word_totals,
 )
-from tests.chaos.state_queries import QueryPoller, check_answers
+from tests.chaos.state_queries import QueryPoller
 from tests.chaos.stateful_checks import (
-    batches_read,
     check_windows,
     stateful_config,
-    totals_topic,
-    verify_totals,
+    totals_run,
     wait_windows_closed,
 )
 from tests.chaos.test_state_chaos import crash_at, sigkill
@@ -61,7 +49,6 @@ LINES = 8000
 COUNTS = (4, 8, 4)
 # The words whose totals are asked for while the drivers run; the last is never in the input.
 QUERIED = (*VOCABULARY[::25], "never-read")
-MIN_ANSWERS = 20
 # A module of the test's own: the chaos job with its totals in either count.
 JOB_MODULE = """from functools import partial
 
@@ -70,22 +57,6 @@ from examples.stateful_all_sinks import build
 in_4 = partial(build, state_partitions=4)
 in_8 = partial(build, state_partitions=8)
 """
-
-
-def check_every_change_written_once(
-    app: ChaosApp, state: JournalState, line_at: dict[tuple[int, int], str]
-) -> None:
-    """Each batch writes the new total of every word it read, once: per word, the committed
-    Kafka records are as many as the batches that read it, and rise strictly. A batch finished
-    in other partitions than it began in would write some words twice and others never."""
-    read = batches_read(state, app.input_topic, line_at)
-    expected = Counter(word for counts in read.values() for word in counts)
-    written: dict[str, list[int]] = {}
-    for message in read_topic(app.bootstrap, totals_topic(app)):
-        written.setdefault(message.key().decode(), []).append(int(message.value()))
-    for word, values in written.items():
-        assert all(a < b for a, b in itertools.pairwise(values)), (word, values)
-    assert Counter({word: len(values) for word, values in written.items()}) == expected
 
 
 def state_partitions(state: JournalState, kind: str) -> set[int]:
@@ -103,23 +74,13 @@ def state_partitions(state: JournalState, kind: str) -> set[int]:
 def test_running_totals_rescaled_from_4_to_8_and_back_across_sigkills_are_exact(
     chaos_app: ChaosApp, tmp_path: Path
 ) -> None:
-    seed = chaos_seed()
-    rng = random.Random(seed)
     app = chaos_app
-    app.rate_per_partition = 300
-    lines = make_lines(seed, LINES)
-    positions, feeder = Feeder.after_preloading(
-        app.bootstrap, app.input_topic, [line.encode() for line in lines], LINES // 2, 200
-    )
-    jobs = tmp_path / "jobs"
-    jobs.mkdir()
-    (jobs / "rescaled_totals.py").write_text(JOB_MODULE)
-    paths = (str(jobs), str(REPO_ROOT), os.environ.get("PYTHONPATH"))
-    path = os.pathsep.join(p for p in paths if p)
+    run = totals_run(app, tmp_path, "rescaled_totals", JOB_MODULE, LINES)
+    rng, feeder = run.rng, run.feeder
     drivers = [
         app.service(
             f"driver-{start}",
-            env={"PYTHONPATH": path},
+            env=run.env,
             **{**stateful_config(app), "job": f"rescaled_totals:in_{count}"},
         )
         for start, count in enumerate(COUNTS)
@@ -151,12 +112,6 @@ def test_running_totals_rescaled_from_4_to_8_and_back_across_sigkills_are_exact(
     assert len(state.epochs) == len(COUNTS), "every start must have opened its own epoch"
     assert state_partitions(state, "update_state_by_key") == {4, 8}
     assert state_partitions(state, "reduce_by_key_and_window") == {4, 8}
-    verify_totals(app, word_totals(lines))
-    line_at = dict(zip(positions + feeder.positions, lines, strict=True))
-    check_every_change_written_once(app, state, line_at)
-    queries = check_answers(answers, state, batches_read(state, app.input_topic, line_at))
-    print(f"{queries}; {poller.unavailable} answered 503")
-    assert queries.answers > MIN_ANSWERS, queries
-    assert len(queries.epochs) >= 2, queries
+    line_at = run.check_totals_and_answers(app, state, answers, poller.unavailable)
     checked = check_windows(app, state, line_at)
     print(f"{checked} window files equal their reference")

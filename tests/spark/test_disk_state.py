@@ -7,25 +7,20 @@ from __future__ import annotations
 
 import random
 import shutil
-from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from service.driver.checkpoints import StateCheckpoints
-from service.driver.lifecycle import BatchLifecycle
-from service.driver.recovery import JournalLog, recover
 from service.errors import GraphChanged
 from service.graph import functions
-from service.graph.checkpoint_store import CheckpointStore
 from service.graph.context import StreamingContext
 from service.graph.disk_state import DiskKeyedState
-from service.journal.file import FileJournal
 from service.testing import FIRST_BATCH_MS, INTERVAL_MS
 from sinks.memory import MemorySink
+from tests.spark import test_state_recovery as recovery
 
-CHECKPOINT_EVERY = 3
 SNAPSHOT_EVERY = 4
 TTL_MS = 3 * INTERVAL_MS
 WORDS = "abcdefghij"
@@ -91,35 +86,13 @@ def graph(ctx: StreamingContext, lines: list[list[str]], sink: MemorySink, ttl: 
     state.queryable("totals").write("changes", sink)
 
 
-class Driver:
-    def __init__(
-        self,
-        sc: Any,
-        workdir: Path,
-        lines: list[list[str]],
-        sink: MemorySink,
-        ttl: int | None = None,
-        build: Callable[..., None] = graph,
-    ) -> None:
-        self.ctx = StreamingContext(sc, "disk", INTERVAL_MS, 2)
-        build(self.ctx, lines, sink, ttl)
-        self.journal = FileJournal(workdir / "journal")
-        self.epoch = self.journal.open()
-        log = JournalLog(self.journal, self.epoch, self.ctx.graph_json())
-        store = CheckpointStore(workdir / "checkpoints")
-        self.ctx.place_state(store.files, workdir / "local")
-        self.checkpoints = StateCheckpoints(self.ctx, store, log, CHECKPOINT_EVERY)
-        self.lifecycle = BatchLifecycle(self.ctx, log, checkpoints=self.checkpoints)
-        self.lifecycle.setup_outputs()
+class Driver(recovery.Driver):
+    """`test_state_recovery`'s driver of the disk state's graph, which also answers queries."""
 
     def recover(self) -> int:
-        recovered = recover(self.ctx, self.journal, self.lifecycle, self.epoch)
+        recomputed = super().recover()
         self.ctx.queries.open()
-        return recovered.recomputed_batches
-
-    def run(self, first: int, count: int) -> None:
-        for index in range(first, first + count):
-            self.lifecycle.run_new(FIRST_BATCH_MS + index * INTERVAL_MS)
+        return recomputed
 
     def run_tasks_only(self, index: int) -> None:
         """Journals batch `index` as planned and runs its state's tasks, then dies: the local
@@ -129,9 +102,10 @@ class Driver:
         (stream,) = self.ctx.stateful_streams()
         stream.rdd_at(plan).count()
 
-    def plan_only(self, index: int) -> None:
-        plan = self.lifecycle.plan(FIRST_BATCH_MS + index * INTERVAL_MS)
-        self.lifecycle.journal_planned(plan)
+
+def start(sc: Any, workdir: Path, lines: Any, sink: MemorySink, ttl: int | None = None) -> Driver:
+    """A driver of `graph` with its TTL over `workdir`'s journal, checkpoints and stores."""
+    return Driver(sc, workdir, lines, sink, partial(graph, ttl=ttl))
 
 
 def written(sink: MemorySink, batches: int) -> list[list[tuple[Any, Any]]]:
@@ -147,7 +121,7 @@ def test_changes_equal_the_model_and_queries_read_the_completed_batch(
     lines = make_input(3, 10)
     expected, states = model(lines, None)
     sink = MemorySink()
-    driver = Driver(sc, tmp_path, lines, sink)
+    driver = start(sc, tmp_path, lines, sink)
     driver.recover()
     driver.run(0, len(lines))
     assert written(sink, len(lines)) == expected
@@ -170,17 +144,17 @@ def test_a_new_driver_carries_on_exactly_after_a_batch_ran_but_never_completed(
     lines = make_input(7, 14)
     expected, _ = model(lines, TTL_MS)
     sink = MemorySink()
-    first = Driver(sc, tmp_path, lines, sink, TTL_MS)
+    first = start(sc, tmp_path, lines, sink, TTL_MS)
     first.recover()
     first.run(0, 8)  # checkpoints after batches 2 and 5; 6 and 7 only journaled completed
     first.run_tasks_only(8)
     if lose_local_stores:
         shutil.rmtree(tmp_path / "local")  # rebuilt from the durable snapshots and changes
-    second = Driver(sc, tmp_path, lines, sink, TTL_MS)
+    second = start(sc, tmp_path, lines, sink, TTL_MS)
     assert second.recover() == 2
     second.run(9, 3)
     second.plan_only(12)
-    third = Driver(sc, tmp_path, lines, sink, TTL_MS)
+    third = start(sc, tmp_path, lines, sink, TTL_MS)
     third.recover()
     third.run(13, 1)
     assert written(sink, len(lines)) == expected
@@ -189,7 +163,7 @@ def test_a_new_driver_carries_on_exactly_after_a_batch_ran_but_never_completed(
 def test_old_durable_changes_are_pruned_behind_snapshots(sc: Any, tmp_path: Path) -> None:
     lines = make_input(11, 16)
     sink = MemorySink()
-    driver = Driver(sc, tmp_path, lines, sink)
+    driver = start(sc, tmp_path, lines, sink)
     driver.recover()
     driver.run(0, len(lines))
     folders = sorted((tmp_path / "checkpoints" / "disk-state").glob("*/*/p00000/*"))
@@ -202,7 +176,7 @@ def test_old_durable_changes_are_pruned_behind_snapshots(sc: Any, tmp_path: Path
 def test_a_changed_partition_count_is_refused_as_a_graph_change(sc: Any, tmp_path: Path) -> None:
     lines = make_input(13, 6)
     sink = MemorySink()
-    first = Driver(sc, tmp_path, lines, sink)
+    first = start(sc, tmp_path, lines, sink)
     first.recover()
     first.run(0, 4)
 
@@ -213,6 +187,6 @@ def test_a_changed_partition_count_is_refused_as_a_graph_change(sc: Any, tmp_pat
         )
         state.write("changes", sink)
 
-    second = Driver(sc, tmp_path, lines, sink, build=four_partitions)
+    second = Driver(sc, tmp_path, lines, sink, partial(four_partitions, ttl=None))
     with pytest.raises(GraphChanged, match=r"update_state_on_disk\) partitions 3 -> 4"):
         second.recover()

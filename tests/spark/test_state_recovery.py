@@ -117,6 +117,7 @@ class Driver:
         self.epoch = self.journal.open()
         log = JournalLog(self.journal, self.epoch, self.ctx.graph_json())
         self.store = store or CheckpointStore(workdir / "checkpoints")
+        self.ctx.place_state(self.store.files, workdir / "local")  # states on disk, if any
         self.checkpoints = StateCheckpoints(self.ctx, self.store, log, CHECKPOINT_EVERY)
         self.lifecycle = BatchLifecycle(self.ctx, log, checkpoints=self.checkpoints)
         self.lifecycle.setup_outputs()
