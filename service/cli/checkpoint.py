@@ -23,8 +23,13 @@ from service.graph.checkpoint_store import (
     PieceManifest,
     read_partition,
 )
+from service.graph.disk_changelog import Lineage
+from service.graph.disk_queries import find_offline, key_texts
 from service.journal.base import Journal, JournalState
 from service.journal.records import CheckpointRecord
+
+DISK_PIECE = "-disk"
+"""The ending of a state on disk's piece name (`service.graph.disk_state`)."""
 
 
 def _store_options(command: Callable[..., None]) -> Callable[..., None]:
@@ -95,7 +100,9 @@ def show(source: JournalSource, store: CheckpointStore, key: str | None) -> None
                     f"  {name}: {manifest.partitions} partitions, "
                     f"{manifest.total_records} records, {manifest.total_bytes} bytes"
                 )
-                if key is not None and manifest.fmt != "rows":
+                if name.endswith(DISK_PIECE):
+                    click.echo(f"    {_disk_state(store, name, ref, manifest, key)}")
+                elif key is not None and manifest.fmt != "rows":
                     click.echo(f"    {_key_state(store, ref, manifest, key)}")
             except CheckpointError as error:
                 click.echo(f"  {name}: {error}")
@@ -115,6 +122,24 @@ def _key_state(store: CheckpointStore, ref: str, manifest: PieceManifest, wanted
             else:
                 found.append(f"key {key!r} = {value!r}")
     return "; ".join(found) if found else f"no key {wanted!r}"
+
+
+def _disk_state(
+    store: CheckpointStore, name: str, ref: str, manifest: PieceManifest, wanted: str | None
+) -> str:
+    """Where a state on disk was at that checkpoint, and with `wanted` the key's state then,
+    read from the durable changes and snapshots (`service.graph.disk_queries.find_offline`)."""
+    ((meta),) = read_partition(store.files, ref, manifest.fmt, [(0, None)], manifest.version)
+    if meta["version"] is None:
+        return "state on disk: no batch yet"
+    stream = name.removesuffix(DISK_PIECE)
+    lineage = Lineage(store.files, stream, meta["origin"], meta["partitions"])
+    where = f"state on disk at batch {meta['version']} ({lineage.files.describe(lineage.base)})"
+    if wanted is None:
+        return where
+    found = find_offline(lineage, meta["version"], key_texts(wanted))
+    states = "; ".join(f"key {k!r} = {v!r}" for k, v in found) or f"no key {wanted!r}"
+    return f"{where}: {states}"
 
 
 @checkpoint.command()

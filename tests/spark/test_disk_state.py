@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
+from service.cli.checkpoint import checkpoint
 from service.errors import GraphChanged
 from service.graph import functions
 from service.graph.context import StreamingContext
@@ -190,3 +192,25 @@ def test_a_changed_partition_count_is_refused_as_a_graph_change(sc: Any, tmp_pat
     second = Driver(sc, tmp_path, lines, sink, partial(four_partitions, ttl=None))
     with pytest.raises(GraphChanged, match=r"update_state_on_disk\) partitions 3 -> 4"):
         second.recover()
+
+
+def test_checkpoint_show_prints_a_keys_state_as_of_each_checkpoint(sc: Any, tmp_path: Path) -> None:
+    lines = make_input(17, 11)
+    _, states = model(lines, None)
+    driver = start(sc, tmp_path, lines, MemorySink())
+    driver.recover()
+    driver.run(0, len(lines))  # checkpoints after batches 2, 5 and 8; 5 and 8 are retained
+    args = ["--path", str(tmp_path / "checkpoints"), "--file", str(tmp_path / "journal")]
+    for word, typed in [("a", "a"), ("c", "c"), (("i", 1), "('i', 1)"), ("z", "z")]:
+        shown = CliRunner().invoke(checkpoint, ["show", *args, "--key", typed])
+        assert shown.exit_code == 0, shown.output
+        answers = [
+            line.split(": ", 1)[1] for line in shown.output.splitlines() if "on disk" in line
+        ]
+        expected = [
+            f"key {word!r} = {states[index][word]!r}"
+            if word in states[index]
+            else f"no key {typed!r}"
+            for index in (5, 8)
+        ]
+        assert answers == expected, shown.output
