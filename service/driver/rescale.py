@@ -25,13 +25,16 @@ import logging
 from typing import Any
 
 from service.graph.context import StreamingContext
+from service.graph.disk_state import DiskKeyedState
 from service.graph.state import KeyedState
 from service.graph.window import ReducedWindow
 
 log = logging.getLogger(__name__)
 
-RESCALABLE_KINDS = frozenset({"update_state_by_key", "map_with_state", "reduce_by_key_and_window"})
-Rescalable = KeyedState | ReducedWindow
+RESCALABLE_KINDS = frozenset(
+    {"update_state_by_key", "map_with_state", "reduce_by_key_and_window", "update_state_on_disk"}
+)
+Rescalable = KeyedState | ReducedWindow | DiskKeyedState
 
 
 def state_rescales(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[int, int] | None:
@@ -75,7 +78,7 @@ class Rescale:
         self.states: list[tuple[Rescalable, int, int]] = []
         for node_id, partitions in journaled.items():
             computation = streams[node_id].computation
-            if not isinstance(computation, KeyedState | ReducedWindow):  # as state_rescales says
+            if not isinstance(computation, Rescalable):  # as state_rescales says
                 msg = f"stream {node_id} ({computation.kind}) cannot be rescaled"
                 raise TypeError(msg)
             self.states.append((computation, partitions, computation.partitions))

@@ -19,6 +19,7 @@ own durable changes and returns them, and a lost local store is rebuilt from the
 
 from __future__ import annotations
 
+import logging
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -30,8 +31,10 @@ from service.graph.base import RDD, BatchStream, GraphContext
 from service.graph.checkpoint_files import CheckpointFiles
 from service.graph.disk_changelog import Lineage
 from service.graph.disk_store import LocalStore
-from service.graph.disk_task import DiskStateTask, run_partition
+from service.graph.disk_task import DiskStateTask, dump_partition, load_partition, run_partition
 from service.graph.plan import BatchPlan
+
+log = logging.getLogger(__name__)
 
 KIND = "update_state_on_disk"
 DEFAULT_SNAPSHOT_EVERY = 20
@@ -69,7 +72,8 @@ class DiskKeyedState(stateful.StatefulComputation):
         self.version: int | None = None
         """The batch the state is at once the batches computed so far have run."""
         self._chain: list[tuple[int, RDD]] = []
-        self._checkpointed: list[int] = []
+        self._checkpointed: list[tuple[int, str]] = []
+        """The batch and lineage folder of the last checkpoints (what pruning must keep)."""
         self.queried = False
         """Made queryable: the stores keep what their last batches replaced."""
 
@@ -138,40 +142,82 @@ class DiskKeyedState(stateful.StatefulComputation):
             self._chain[-1][1].foreachPartition(_drain)
         meta = {"origin": self._origin, "version": self.version, "partitions": self.partitions}
         if self._origin is not None:
-            self._checkpointed = [*self._checkpointed, self.version or 0]
+            self._remember_checkpoint()
             self._prune()
         return [stateful.Piece("disk", self.ctx.sc.parallelize([meta], 1), "rows")]
 
     def restore(self, batch_time: int, pieces: dict[str, RDD]) -> None:
+        """Carries on from a checkpoint's lineage and batch. Recovery may want another count
+        than the checkpoint's (the journaled batches after it were planned in another, see
+        `service.driver.rescale`): the state then moves into that count at once."""
         (meta,) = pieces["disk"].collect()
-        if meta["partitions"] != self.partitions:
-            msg = (
-                f"{KIND}: the checkpoint holds the state in {meta['partitions']} partitions and "
-                f"the job asks for {self.partitions}; a state on disk does not rescale, so start "
-                f"it with num_partitions={meta['partitions']}"
-            )
-            raise ConfigError(msg)
         for _, rdd in self._chain:
             stateful.release(rdd)
         self._chain = []
+        wanted = self.partitions
         self._origin, self.version = meta["origin"], meta["version"]
-        if self.version is not None and self.version not in self._checkpointed:
-            self._checkpointed = [*self._checkpointed, self.version]
+        self.partitions = meta["partitions"]
+        if self._origin is not None and self._storage is not None:
+            self._remember_checkpoint()
+        if wanted != self.partitions:
+            log.info(
+                "%s: the checkpoint of batch %s holds %d partitions, the journaled batches "
+                "after it want %d: moving the state",
+                KIND,
+                self.version,
+                self.partitions,
+                wanted,
+            )
+            self.rescale(wanted)
 
     def summarise(self, keys: int, size: int) -> None:
         """The keys are the local stores' (the checkpoint holds none); 0 on a cluster, where
         the driver does not see them."""
         self.set_summary(keys=self.local_keys(), bytes=size)
 
+    def _remember_checkpoint(self) -> None:
+        entry = (self.version or 0, self.task().lineage.base)
+        if entry not in self._checkpointed:
+            self._checkpointed = [*self._checkpointed, entry][-CHECKPOINTS_KEPT:]
+
     def _prune(self) -> None:
         """Deletes the durable files no retained checkpoint needs: per partition, what lies
-        before its newest snapshot at or before the oldest checkpoint kept."""
-        self._checkpointed = self._checkpointed[-CHECKPOINTS_KEPT:]
+        before its newest snapshot at or before the oldest checkpoint kept, and the lineages
+        (an earlier start, another partition count) no kept checkpoint names."""
+        if len(self._checkpointed) < CHECKPOINTS_KEPT:
+            return
         lineage = self.task().lineage
-        if len(self._checkpointed) == CHECKPOINTS_KEPT:
-            lineage.prune(self._checkpointed[0])
-            for other in list(lineage.other_lineages()):
+        named = {base for _, base in self._checkpointed}
+        lineage.prune(min(t for t, base in self._checkpointed if base == lineage.base))
+        for other in list(lineage.other_lineages()):
+            if other not in named:
                 lineage.files.delete_tree(other)
+
+    def rescale(self, partitions: int) -> None:
+        """From the next batch on, the state lives in `partitions` stores: a new lineage that
+        starts at the current batch from a snapshot per new partition, made by one Spark job
+        that reads every old store as of that batch and moves its keys (docs/architecture.md,
+        "Recovery"). Recovery calls this once, after the journaled batches ran in the old
+        count; a crash before the next checkpoint makes the next recovery do it again, into the
+        same files."""
+        if partitions == self.partitions:
+            return
+        if self.version is None:  # nothing stored yet: the first batch starts the lineage
+            self.partitions, self._origin = partitions, None
+            return
+        if self._chain:
+            self._chain[-1][1].foreachPartition(_drain)
+        old = self.task()
+        self.partitions, self._origin = partitions, self.version
+        new = self.task()
+        sc = self.ctx.sc
+        dumped = sc.parallelize(range(old.lineage.partitions), old.lineage.partitions)
+        rows = dumped.mapPartitionsWithIndex(partial(dump_partition, old, self.version))
+        moved = rows.partitionBy(partitions)
+        moved.mapPartitionsWithIndex(partial(load_partition, new, self.version)).count()
+        for _, rdd in self._chain:
+            stateful.release(rdd)
+        self._chain = []
 
     # --- what the driver can read --------------------------------------------------------------
 

@@ -136,8 +136,10 @@ class DiskStateTask:
                     old[text] = stored
         return Changes(batch_time, previous, tuple(rows)), old
 
-    def _maybe_snapshot(self, store: LocalStore, partition: int, batch_time: int) -> None:
-        if (store.meta("since_snapshot") or 0) < self.snapshot_every:
+    def _maybe_snapshot(
+        self, store: LocalStore, partition: int, batch_time: int, *, always: bool = False
+    ) -> None:
+        if not always and (store.meta("since_snapshot") or 0) < self.snapshot_every:
             return
         copy = store.path.with_name(f".{store.path.name}.{os.getpid()}.snapshot")
         try:
@@ -230,3 +232,34 @@ def run_partition(
 ) -> Iterator[tuple[Any, Any]]:
     """`mapPartitionsWithIndex`'s function (a top-level one: pickled by reference)."""
     return task.run(batch_time, previous, partition, rows)
+
+
+def dump_partition(
+    task: DiskStateTask, batch_time: int, partition: int, _rows: Iterable[Any]
+) -> Iterator[tuple[Any, tuple[str, str, int]]]:
+    """Every key of `partition` as of `batch_time`, keyed by its value for a shuffle into
+    another partition count (`DiskKeyedState.rescale`)."""
+    store = task._store_at(partition, batch_time)  # noqa: SLF001 - its own kind's task
+    try:
+        for key, value, touched in store.db.execute("SELECT key, value, touched FROM state"):
+            yield (value_of(key), (key, value, touched))
+    finally:
+        store.close()
+
+
+def load_partition(
+    task: DiskStateTask, batch_time: int, partition: int, rows: Iterable[Any]
+) -> Iterator[int]:
+    """A new partition's store from the keys moved into it, at `batch_time`, published as the
+    new lineage's first snapshot (with empty changes, the chain's start); yields its keys."""
+    path = task.store_path(partition)
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    moved = sorted(stored for _key, stored in rows)
+    # Nothing to keep for queries: no batch before this one is asked of the new lineage.
+    with LocalStore(path, with_ttl=task.ttl_ms is not None, keep_undo=False) as store:
+        store.reset()
+        store.commit(Changes(batch_time, None, tuple(Change(k, v, t) for k, v, t in moved)), {})
+        task.lineage.write_changes(partition, Changes(batch_time, None, ()))
+        task._maybe_snapshot(store, partition, batch_time, always=True)  # noqa: SLF001
+    yield len(moved)

@@ -6,11 +6,12 @@ to PostgreSQL and Kafka while input streams in, through five starts of `dstreams
 2. a Python worker dies after publishing a batch's changes and before committing its store
    (`state-changes-published`): Spark's retry finds the changes and returns them; then the
    driver is SIGKILLed;
-3. starts with the executors' local stores gone (a new machine): every partition is rebuilt
-   from its durable snapshot and changes; dies with a checkpoint written but not journaled
-   (`checkpoint-files-written`);
-4. is SIGKILLed at a random moment;
-5. drains the input.
+3. starts with the executors' local stores gone (a new machine) and the state's partitions
+   changed from 4 to 8: every old partition is rebuilt from its durable snapshot and changes to
+   finish the journaled batches, then every key moves into the 8; dies with a checkpoint
+   written but not journaled (`checkpoint-files-written`);
+4. starts in 4 partitions again (a second move) and is SIGKILLed at a random moment;
+5. drains the input, in 4.
 
 Then every word's total in PostgreSQL and in the last committed Kafka record is its true total,
 every batch wrote each word it read exactly once to Kafka (as many records as batches that read
@@ -31,6 +32,7 @@ from examples.stateful_all_sinks import TOTALS_KAFKA, TOTALS_PG, TOTALS_QUERY, W
 from tests.chaos.conftest import (
     VOCABULARY,
     ChaosApp,
+    log_text,
     wait_until,
 )
 from tests.chaos.state_queries import QueryPoller
@@ -42,24 +44,32 @@ from tests.chaos.test_state_chaos import crash_at, kill_after_a_worker_died, kil
 
 LINES = 6000
 QUERIED = (*VOCABULARY[::25], "never-read")
-JOB_MODULE = f"""from examples.running_totals_on_disk import add_to_total
+# The state's partitions at each start.
+COUNTS = (4, 4, 8, 4, 4)
+JOB_MODULE = f"""from functools import partial
+
+from examples.running_totals_on_disk import add_to_total
 from service.graph.functions import add, count_words
 
 
-def build(ctx):
+def build(ctx, partitions):
     counts = ctx.source("lines").map_partitions(count_words).reduce_by_key(add)
-    totals = counts.update_state_on_disk(add_to_total, 4, snapshot_every_batches=3)
+    totals = counts.update_state_on_disk(add_to_total, partitions, snapshot_every_batches=3)
     totals = totals.queryable({TOTALS_QUERY!r})
     totals.write({TOTALS_KAFKA!r})
     totals.write({TOTALS_PG!r})
+
+
+in_4 = partial(build, partitions=4)
+in_8 = partial(build, partitions=8)
 """
 
 
-def disk_config(app: ChaosApp) -> dict[str, Any]:
+def disk_config(app: ChaosApp, partitions: int) -> dict[str, Any]:
     config = stateful_config(app)
     del config["sinks"][WINDOWS]
     config["checkpoint"]["local_state_dir"] = str(local_stores(app))
-    return {**config, "job": "disk_totals:build"}
+    return {**config, "job": f"disk_totals:in_{partitions}"}
 
 
 def local_stores(app: ChaosApp) -> Path:
@@ -83,7 +93,10 @@ def test_running_totals_on_disk_are_exact_across_deaths_and_a_lost_local_disk(
 ) -> None:
     run = totals_run(chaos_app, tmp_path, "disk_totals", JOB_MODULE, LINES)
     app, rng, feeder = chaos_app, run.rng, run.feeder
-    drivers = [app.service(f"driver-{n}", env=run.env, **disk_config(app)) for n in range(5)]
+    drivers = [
+        app.service(f"driver-{n}", env=run.env, **disk_config(app, count))
+        for n, count in enumerate(COUNTS)
+    ]
     with QueryPoller(drivers, TOTALS_QUERY, QUERIED) as poller:
         feeder.start()
         crash_at(drivers[0], "before-sink-commit")
@@ -98,6 +111,10 @@ def test_running_totals_on_disk_are_exact_across_deaths_and_a_lost_local_disk(
         app.wait_drained(last, timeout_s=240.0)
     answers = poller.finish()
     app.stop(last)
+
+    for driver, before, after in [(drivers[2], 4, 8), (drivers[3], 8, 4)]:
+        moved = f"update_state_on_disk rescaled from {before} to {after} partitions"
+        assert moved in log_text(driver), driver.log_tail()
 
     state = app.journal_state()
     state.validate()

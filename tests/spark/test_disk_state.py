@@ -15,7 +15,6 @@ import pytest
 from click.testing import CliRunner
 
 from service.cli.checkpoint import checkpoint
-from service.errors import GraphChanged
 from service.graph import functions
 from service.graph.context import StreamingContext
 from service.graph.disk_state import DiskKeyedState
@@ -80,10 +79,16 @@ def keyed(word: str) -> Any:
     return (word, len(word)) if word in "ij" else word
 
 
-def graph(ctx: StreamingContext, lines: list[list[str]], sink: MemorySink, ttl: int | None) -> None:
+def graph(
+    ctx: StreamingContext,
+    lines: list[list[str]],
+    sink: MemorySink,
+    ttl: int | None,
+    partitions: int = 3,
+) -> None:
     pairs = ctx.queue_stream(lines).flat_map(str.split).map(keyed).map(functions.pair_with_one)
     state = pairs.update_state_on_disk(
-        capped_total, num_partitions=3, ttl_ms=ttl, snapshot_every_batches=SNAPSHOT_EVERY
+        capped_total, partitions, ttl_ms=ttl, snapshot_every_batches=SNAPSHOT_EVERY
     )
     state.queryable("totals").write("changes", sink)
 
@@ -105,9 +110,16 @@ class Driver(recovery.Driver):
         stream.rdd_at(plan).count()
 
 
-def start(sc: Any, workdir: Path, lines: Any, sink: MemorySink, ttl: int | None = None) -> Driver:
-    """A driver of `graph` with its TTL over `workdir`'s journal, checkpoints and stores."""
-    return Driver(sc, workdir, lines, sink, partial(graph, ttl=ttl))
+def start(
+    sc: Any,
+    workdir: Path,
+    lines: Any,
+    sink: MemorySink,
+    ttl: int | None = None,
+    partitions: int = 3,
+) -> Driver:
+    """A driver of `graph` over `workdir`'s journal, checkpoints and stores."""
+    return Driver(sc, workdir, lines, sink, partial(graph, ttl=ttl, partitions=partitions))
 
 
 def written(sink: MemorySink, batches: int) -> list[list[tuple[Any, Any]]]:
@@ -175,23 +187,39 @@ def test_old_durable_changes_are_pruned_behind_snapshots(sc: Any, tmp_path: Path
     assert any((folder / "snapshot").exists() for folder in folders)
 
 
-def test_a_changed_partition_count_is_refused_as_a_graph_change(sc: Any, tmp_path: Path) -> None:
-    lines = make_input(13, 6)
+def test_a_state_on_disk_rescales_from_3_to_5_and_back_exactly(sc: Any, tmp_path: Path) -> None:
+    """3 -> 5 -> 3 -> 5 partitions across deaths. A batch that ran but never completed is
+    finished in the count it began in, then every key moves into the new count (a new lineage
+    from a snapshot per partition). The second driver dies before any checkpoint in 5, so the
+    third restores a checkpoint in 3 while the journal's last batches want 5: the state moves
+    to 5 for them, then back to 3. The stores are lost before the fourth start."""
+    lines = make_input(19, 16)
+    expected, states = model(lines, TTL_MS)
     sink = MemorySink()
-    first = start(sc, tmp_path, lines, sink)
+    first = start(sc, tmp_path, lines, sink, TTL_MS, partitions=3)
     first.recover()
-    first.run(0, 4)
-
-    def four_partitions(ctx: StreamingContext, lines: Any, sink: MemorySink, ttl: Any) -> None:
-        words = ctx.queue_stream(lines).flat_map(str.split).map(keyed)
-        state = words.map(functions.pair_with_one).update_state_on_disk(
-            capped_total, num_partitions=4, snapshot_every_batches=SNAPSHOT_EVERY
-        )
-        state.write("changes", sink)
-
-    second = Driver(sc, tmp_path, lines, sink, partial(four_partitions, ttl=None))
-    with pytest.raises(GraphChanged, match=r"update_state_on_disk\) partitions 3 -> 4"):
-        second.recover()
+    first.run(0, 6)  # checkpoints after batches 2 and 5
+    first.run_tasks_only(6)
+    second = start(sc, tmp_path, lines, sink, TTL_MS, partitions=5)
+    second.recover()
+    second.run(7, 1)
+    second.plan_only(8)
+    third = start(sc, tmp_path, lines, sink, TTL_MS, partitions=3)
+    third.recover()
+    third.run(9, 3)
+    third.plan_only(12)
+    shutil.rmtree(tmp_path / "local")
+    fourth = start(sc, tmp_path, lines, sink, TTL_MS, partitions=5)
+    fourth.recover()
+    fourth.run(13, 3)
+    assert written(sink, len(lines)) == expected
+    final = states[-1]
+    for word in map(keyed, WORDS):
+        found = fourth.ctx.queries.lookup("totals", word)
+        assert (found.found, found.value) == (word in final, final.get(word))
+    lineages = [p.name for p in (tmp_path / "checkpoints" / "disk-state").glob("*/*")]
+    origins = {int(name.split("-of-")[0]) for name in lineages if name.endswith("-of-5")}
+    assert max(origins) > FIRST_BATCH_MS, f"no lineage of 5 started by a rescale: {lineages}"
 
 
 def test_checkpoint_show_prints_a_keys_state_as_of_each_checkpoint(sc: Any, tmp_path: Path) -> None:
