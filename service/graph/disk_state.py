@@ -171,9 +171,9 @@ class DiskKeyedState(stateful.StatefulComputation):
             self.rescale(wanted)
 
     def summarise(self, keys: int, size: int) -> None:
-        """The keys are the local stores' (the checkpoint holds none); 0 on a cluster, where
-        the driver does not see them."""
-        self.set_summary(keys=self.local_keys(), bytes=size)
+        """The keys and bytes are the local stores' (the checkpoint holds only metadata); 0 on
+        a cluster, where the driver does not see them."""
+        self.set_summary(keys=self.local_keys(), bytes=self.local_bytes())
 
     def _remember_checkpoint(self) -> None:
         entry = (self.version or 0, self.task().lineage.base)
@@ -238,6 +238,15 @@ class DiskKeyedState(stateful.StatefulComputation):
                 with store:
                     total += store.keys
         return total
+
+    def local_bytes(self) -> int:
+        """Bytes of the stores this machine holds, their write-ahead logs included."""
+        if self._origin is None or self._storage is None:
+            return 0
+        task = self.task()
+        files = [task.store_path(p) for p in range(self.partitions)]
+        files += [f.with_name(f"{f.name}-wal") for f in files]
+        return sum(f.stat().st_size for f in files if f.exists())
 
 
 def _nothing(rows: Any) -> Any:

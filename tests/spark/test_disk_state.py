@@ -149,6 +149,7 @@ def test_changes_equal_the_model_and_queries_read_the_completed_batch(
     disk_state = driver.ctx.stateful_streams()[0].computation
     assert isinstance(disk_state, DiskKeyedState)
     assert disk_state.local_keys() == len(final)
+    assert disk_state.local_bytes() > 0
 
 
 @pytest.mark.parametrize("lose_local_stores", [False, True])
