@@ -176,6 +176,11 @@ class LocalStore:
         gone = sum(1 for c in changes.rows if c.state is None and c.key in old)
         db = self.db
         db.execute("BEGIN IMMEDIATE")
+        if self.version == batch:
+            # Another attempt of the task (a speculative copy) committed the batch first; its
+            # changes are the same, and committing them twice would count new keys twice.
+            db.execute("ROLLBACK")
+            return
         try:
             self._keep_undo(changes, old)
             db.executemany("INSERT OR REPLACE INTO state VALUES (?, ?, ?)", kept)

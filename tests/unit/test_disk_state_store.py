@@ -187,3 +187,13 @@ def test_pruning_keeps_what_a_rebuild_needs(tmp_path: Path) -> None:
     shutil.rmtree(tmp_path / "local")
     t = 11 * INTERVAL
     assert run(task, t, previous, [("a", 1)]) == model.run(t, [("a", 1)])
+
+
+def test_a_batch_committed_by_another_attempt_is_not_committed_twice(tmp_path: Path) -> None:
+    task = make_task(tmp_path)
+    run(task, INTERVAL, None, [("a", 1), ("b", 1)])
+    with task.open(0) as store:
+        changes = task.lineage.read_changes(0, INTERVAL)
+        assert changes is not None
+        store.commit(changes, {})  # a speculative copy that read the state before the first
+        assert (store.version, store.keys) == (INTERVAL, 2)
