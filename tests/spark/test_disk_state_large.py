@@ -1,7 +1,8 @@
 """Ten million keys of running totals in a state on disk (`update_state_on_disk`) on this
 machine's real Spark: the keys are loaded, then batches touch 1% of them each; the memory of the
-whole process tree (this process, Spark's JVM, its Python workers) stays under a fixed bound and
-does not grow with the keys, and every key's total is exact.
+whole process tree (this process, Spark's JVM, its Python workers) adds at most a fixed bound to
+what it held before the first batch and does not grow with the keys, and every key's total is
+exact.
 
 The keys are made on the executors (each batch's queue holds only seeds), so neither the input
 nor the output passes through the driver's memory: what is measured is the state's. `make soak`
@@ -36,8 +37,10 @@ LOAD_BATCHES = sized(4, 20)
 TOUCH_BATCHES = 10
 TOUCHED = KEYS // 100
 CHECKPOINT_EVERY = 5
-MEMORY_BOUND = 3 * 1024**3
-"""The whole process tree's resident memory, at most (measured: see the soak run's print)."""
+MEMORY_BOUND = 2 * 1024**3
+"""What the whole process tree's resident memory may add to what it held before the first batch
+(this pytest process and the session's Spark, which earlier tests of a suite have grown); the
+soak run prints what it measured."""
 GROWTH_BOUND = 256 * 1024**2
 """What the tree's peak memory may grow from the first half of the load to the rest of the run,
 while the keys double (in memory, 5,000,000 more keys would take well over 500 MiB)."""
@@ -134,6 +137,7 @@ def test_ten_million_keys_stay_within_a_memory_bound_and_are_exact(sc: Any, tmp_
     recover(ctx, journal, lifecycle, epoch)
     ctx.queries.open()
     memory = TreeMemory()
+    before = tree_rss()
     memory.start()
     try:
         for index in range(len(batches)):
@@ -158,10 +162,11 @@ def test_ten_million_keys_stay_within_a_memory_bound_and_are_exact(sc: Any, tmp_
     peak, grown = max(memory.samples), max(rest) - max(first)
     print(
         f"{KEYS:,} keys: process tree peak {peak / 1024**2:,.0f} MiB, "
+        f"{before / 1024**2:,.0f} MiB before the first batch, "
         f"{max(first) / 1024**2:,.0f} MiB with half the keys loaded; "
         f"stores {folder_size(tmp_path / 'local') / 1024**2:,.0f} MiB"
     )
-    assert peak <= MEMORY_BOUND, f"peak {peak:,} bytes"
+    assert peak - before <= MEMORY_BOUND, f"peak {peak:,} bytes, {before:,} before"
     assert grown <= GROWTH_BOUND, f"grew {grown:,} bytes while the keys doubled"
 
 
