@@ -41,6 +41,7 @@ from tests.chaos.stateful_checks import (
     totals_run,
 )
 from tests.chaos.test_state_chaos import crash_at, kill_after_a_worker_died, kill_at_random
+from tests.chaos.test_state_rescale_chaos import state_partitions
 
 LINES = 6000
 QUERIED = (*VOCABULARY[::25], "never-read")
@@ -112,9 +113,14 @@ def test_running_totals_on_disk_are_exact_across_deaths_and_a_lost_local_disk(
     answers = poller.finish()
     app.stop(last)
 
-    for driver, before, after in [(drivers[2], 4, 8), (drivers[3], 8, 4)]:
+    # The third start dies at its first checkpoint, which may come before its replay ends and
+    # the state moves: then no batch was planned in 8 and the fourth start has nothing to move.
+    planned_in = state_partitions(app.journal_state(), "update_state_on_disk")
+    moves = [(drivers[2], 4, 8), (drivers[3], 8, 4)] if 8 in planned_in else []
+    for driver, before, after in moves:
         moved = f"update_state_on_disk rescaled from {before} to {after} partitions"
         assert moved in log_text(driver), driver.log_tail()
+    print(f"state partitions of the journaled batches: {sorted(planned_in)}")
 
     state = app.journal_state()
     state.validate()
