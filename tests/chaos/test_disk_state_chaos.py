@@ -116,10 +116,10 @@ def test_running_totals_on_disk_are_exact_across_deaths_and_a_lost_local_disk(
     # The third start dies at its first checkpoint, which may come before its replay ends and
     # the state moves: then no batch was planned in 8 and the fourth start has nothing to move.
     planned_in = state_partitions(app.journal_state(), "update_state_on_disk")
-    moves = [(drivers[2], 4, 8), (drivers[3], 8, 4)] if 8 in planned_in else []
-    for driver, before, after in moves:
-        moved = f"update_state_on_disk rescaled from {before} to {after} partitions"
-        assert moved in log_text(driver), driver.log_tail()
+    # The fourth start may be killed before its recovery ends; the fifth then moves the state.
+    logs = "".join(log_text(driver) for driver in drivers)
+    for before, after in [(4, 8), (8, 4)] if 8 in planned_in else []:
+        assert f"update_state_on_disk rescaled from {before} to {after} partitions" in logs
     print(f"state partitions of the journaled batches: {sorted(planned_in)}")
 
     state = app.journal_state()
