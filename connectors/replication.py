@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from connectors.kafka_client.admin import TopicState, broker_setting, describe_topics
+from connectors.kafka_client.admin import TopicState, broker_setting, describe_topics, topic_configs
 from service.errors import ReplicationInsufficient
 
 log = logging.getLogger(__name__)
@@ -84,20 +84,13 @@ def describe(
     admin: Any, topics: Iterable[str], timeout_s: float = DESCRIBE_TIMEOUT_S
 ) -> dict[str, Replication]:
     """The replication of each of `topics` that exists; missing topics are left out."""
-    from confluent_kafka.admin import ConfigResource, ResourceType
-
     states = describe_topics(admin, set(topics), timeout_s)
     present = sorted(t for t, state in states.items() if state.exists)
     factors = {t: _least_replicas(t, states[t]) for t in present}
     if not present:
         return {}
-    resources = [ConfigResource(ResourceType.TOPIC, t) for t in present]
-    futures = admin.describe_configs(resources, request_timeout=timeout_s)
-    found = {}
-    for resource, future in futures.items():
-        entries = future.result(timeout_s)
-        found[resource.name] = Replication(factors[resource.name], int(entries[MIN_INSYNC].value))
-    return found
+    configs = topic_configs(admin, present, timeout_s)
+    return {t: Replication(factors[t], int(configs[t][MIN_INSYNC].value)) for t in present}
 
 
 def _least_replicas(topic: str, state: TopicState) -> int:

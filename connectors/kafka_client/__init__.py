@@ -45,6 +45,7 @@ from connectors.kafka_client.errors import (
     is_fenced,
     is_retriable,
     is_transient,
+    is_unanswered,
 )
 from connectors.kafka_client.factory import (
     CLIENT_LOG,
@@ -101,6 +102,7 @@ __all__ = [
     "idempotent_producer_config",
     "is_fatal",
     "is_fenced",
+    "is_unanswered",
     "is_retriable",
     "is_transient",
     "new_admin_client",

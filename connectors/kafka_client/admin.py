@@ -15,6 +15,7 @@ partition, an unrelated cleanup policy), which nothing here could repair.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import time
@@ -25,7 +26,7 @@ from typing import Any, Literal, NamedTuple
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import ConfigResource, NewPartitions, NewTopic, ResourceType
 
-from connectors.kafka_client.errors import TopicRole
+from connectors.kafka_client.errors import TopicRole, is_unanswered
 from service.errors import ConfigError
 
 # Metadata and admin requests take milliseconds; creating a topic or fencing a producer 0.1-1 s
@@ -134,6 +135,30 @@ def broker_setting(admin: Any, name: str, timeout_s: float = ADMIN_TIMEOUT_S) ->
     return min(values)
 
 
+def topic_configs(
+    admin: Any, topics: Iterable[str], timeout_s: float = ADMIN_TIMEOUT_S
+) -> dict[str, dict[str, Any]]:
+    """The configuration entries of each of `topics`, by topic.
+
+    librdkafka sends DescribeConfigs of topics to the controller its metadata names, and a
+    controller that has just died (listed until the cluster fences it, 4-9 s) is waited for
+    until the request's timeout. So each try is short, and between tries fresh metadata names a
+    live one; errors other than an unanswering cluster are raised at once."""
+    resources = [ConfigResource(ResourceType.TOPIC, topic) for topic in topics]
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try_s = max(0.1, min(_BROKER_TRY_S, deadline - time.monotonic()))
+        futures = admin.describe_configs(resources, request_timeout=try_s)
+        try:
+            return {r.name: future.result(try_s + 1) for r, future in futures.items()}
+        except KafkaException as exc:
+            if time.monotonic() + 0.1 >= deadline or not is_unanswered(exc.args[0]):
+                raise
+            _LOG.info("describing topic configurations: %s; asking again", exc.args[0].str())
+        with contextlib.suppress(KafkaException):
+            admin.list_topics(timeout=try_s)  # fresh metadata: the controller it names now
+
+
 def ensure_topic(
     admin: Any,
     spec: TopicSpec,
@@ -191,10 +216,8 @@ def topic_config(
     admin: Any, topic: str, role: TopicRole, timeout_s: float = ADMIN_TIMEOUT_S
 ) -> dict[str, str]:
     """The effective configuration of `topic` (its own settings over the brokers' defaults)."""
-    resource = ConfigResource(ResourceType.TOPIC, topic)
-    future = admin.describe_configs([resource], request_timeout=timeout_s)[resource]
     try:
-        entries = future.result(timeout_s)
+        entries = topic_configs(admin, [topic], timeout_s)[topic]
     except KafkaException as exc:
         msg = (
             f"cannot describe the configuration of {role.kind} {topic!r}: {exc.args[0].str()}; "

@@ -46,6 +46,26 @@ PERMANENT_CODES = frozenset(
     }
 )
 
+# The cluster did not answer, or had no leader or in-sync replicas to answer with: what a
+# broker outage or failover shows, and what ends when the brokers are back.
+UNANSWERED_CODES = frozenset(
+    {
+        KafkaError._ALL_BROKERS_DOWN,  # noqa: SLF001
+        KafkaError._TRANSPORT,  # noqa: SLF001
+        KafkaError._TIMED_OUT,  # noqa: SLF001
+        KafkaError._MSG_TIMED_OUT,  # noqa: SLF001
+        KafkaError._WAIT_COORD,  # noqa: SLF001
+        KafkaError.REQUEST_TIMED_OUT,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.NOT_ENOUGH_REPLICAS,
+        KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    }
+)
+
 
 @dataclass(frozen=True)
 class TopicRole:
@@ -97,6 +117,11 @@ def is_fatal(error: KafkaError) -> bool:
 def is_transient(error: KafkaError) -> bool:
     """Whether waiting (a failover, a restart) may cure `error`: retriable or transient."""
     return classify(error) in (ErrorKind.RETRIABLE, ErrorKind.TRANSIENT)
+
+
+def is_unanswered(error: KafkaError) -> bool:
+    """Whether `error` says the cluster did not answer (down, failing over), not that it refused."""
+    return error.code() in UNANSWERED_CODES
 
 
 def is_retriable(error: KafkaError) -> bool:

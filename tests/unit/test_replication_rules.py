@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 
 from connectors.replication import (
     Replication,
@@ -78,10 +79,20 @@ def test_unique_keeps_the_first_use_of_each_topic() -> None:
 class Admin:
     """What `enforce` asks of an AdminClient, answered from a table (or failing)."""
 
-    def __init__(self, factors: dict[str, int], isr: dict[str, int], fail: bool = False) -> None:
+    def __init__(
+        self,
+        factors: dict[str, int],
+        isr: dict[str, int],
+        fail: bool = False,
+        config_errors: list[int] | None = None,
+    ) -> None:
         self.factors, self.isr, self.fail = factors, isr, fail
+        self.config_errors = list(config_errors or [])
+        """The error of each next DescribeConfigs, before they answer."""
+        self.calls: list[str] = []
 
     def list_topics(self, timeout: float) -> Any:
+        self.calls.append("metadata")
         if self.fail:
             msg = "brokers down"
             raise RuntimeError(msg)
@@ -97,11 +108,16 @@ class Admin:
         from concurrent.futures import Future
         from types import SimpleNamespace as NS
 
+        self.calls.append("configs")
+        error = self.config_errors.pop(0) if self.config_errors else None
         answers = {}
         for resource in resources:
             future: Future[Any] = Future()
-            value = self.isr.get(resource.name, 2)
-            future.set_result({"min.insync.replicas": NS(value=str(value))})
+            if error is not None:
+                future.set_exception(KafkaException(KafkaError(error)))
+            else:
+                value = self.isr.get(resource.name, 2)
+                future.set_result({"min.insync.replicas": NS(value=str(value))})
             answers[resource] = future
         return answers
 
@@ -132,3 +148,23 @@ def test_an_unreachable_cluster_refuses_only_when_required() -> None:
                 report=lambda *r: None)  # fmt: skip
     assert enforce(admin, lambda _: uses, WANTED, required=False, bootstrap=BOOTSTRAP,
                    report=lambda *r: None) == []  # fmt: skip
+
+
+def test_a_controller_that_does_not_answer_is_asked_again_after_fresh_metadata() -> None:
+    # librdkafka sends topic DescribeConfigs to the controller its metadata names; one that has
+    # just died times the try out, and the metadata asked for next names a live one.
+    timed_out = KafkaError._TIMED_OUT  # noqa: SLF001
+    admin = Admin({"in": 3}, {"in": 2}, config_errors=[timed_out, timed_out])
+    found = enforce(admin, lambda _: [TopicUse("in", "input")], WANTED, required=True,
+                    bootstrap=BOOTSTRAP, report=lambda *r: None)  # fmt: skip
+    assert found == []
+    assert admin.calls == ["metadata", "configs", "metadata", "configs", "metadata", "configs"]
+
+
+def test_a_refusal_to_describe_configurations_is_not_asked_again() -> None:
+    refused = KafkaError.TOPIC_AUTHORIZATION_FAILED
+    admin = Admin({"in": 3}, {"in": 2}, config_errors=[refused])
+    with pytest.raises(ReplicationInsufficient, match="could not describe"):
+        enforce(admin, lambda _: [TopicUse("in", "input")], WANTED, required=True,
+                bootstrap=BOOTSTRAP, report=lambda *r: None)  # fmt: skip
+    assert admin.calls == ["metadata", "configs"]
