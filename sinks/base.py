@@ -27,7 +27,7 @@ the executor and cached per process.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -157,6 +157,22 @@ class WaitsOutOutages(Protocol):
     def unreachable(self) -> str | None:
         """Driver-side: why the server cannot be used now, or None when it can."""
         ...
+
+    def outage_in(self, error: BaseException) -> str | None:
+        """Why `error` (a failed step's) shows that the server did not answer during the step,
+        or None. The server may answer again by the time `unreachable()` is asked: an outage
+        that ends while a step is failing is waited out all the same, not taken for a fault."""
+        ...
+
+
+def error_chain(error: BaseException) -> Iterator[BaseException]:
+    """`error`, then each exception it was raised from or while handling, newest first."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
 
 
 class WithoutKafka:

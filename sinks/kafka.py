@@ -70,13 +70,14 @@ from connectors.kafka_client import (
     commit_transaction,
     ensure_topic,
     is_fenced,
+    is_unanswered,
     new_admin_client,
     partition_count,
     transactional_producer_config,
 )
 from service import faults
 from service.errors import ConfigError, SinkError
-from sinks.base import BatchKey, KafkaNeeds, KafkaTopic, WriteResult
+from sinks.base import BatchKey, KafkaNeeds, KafkaTopic, WriteResult, error_chain
 from sinks.kafka_markers import (
     MARKER_TOPIC,
     MARKER_TOPIC_CONFIG,
@@ -106,6 +107,11 @@ RESERVED_SETTINGS = frozenset(
 )
 # In-task attempts at one write before the task fails and Spark's own task retry takes over.
 MAX_ATTEMPTS = 5
+# As long as a PostgreSQL sink's: brokers restarting take seconds, a cluster's outage longer than
+# a few minutes is an incident for a person (`sinks.<name>.outage_limit_ms`).
+DEFAULT_OUTAGE_LIMIT_S = 300.0
+# One metadata request of `unreachable()`; a cluster slower than this is not usable now.
+_PROBE_TIMEOUT_S = 5.0
 
 _LOG = logging.getLogger(__name__)
 OUTPUT_TOPIC = TopicRole("output topic", SinkError)
@@ -154,6 +160,7 @@ class KafkaSink:
         avro: AvroOutput | None = None,
         write_from: WriteFrom = "auto",
         local_master: bool = False,
+        outage_limit_s: float = DEFAULT_OUTAGE_LIMIT_S,
     ) -> None:
         _check_settings(conf, partitions, replication_factor, transaction_timeout_ms, serializer)
         if write_from not in WRITE_FROM:
@@ -173,6 +180,8 @@ class KafkaSink:
         # Avro values (and keys) instead of `serializer`; schema ids are fixed in `setup`.
         self.avro = avro
         self.write_from: WriteFrom = write_from
+        # How long the driver waits out the cluster's outage before it stops (WaitsOutOutages).
+        self.outage_limit_s = outage_limit_s
         # Decided once, here: whether the driver runs `write` (docs/architecture.md, Sinks).
         self.writes_on_driver = write_from == "driver" or (write_from == "auto" and local_master)
         # Marker partitions known to exist, by marker topic: a steady job grows nothing.
@@ -333,6 +342,33 @@ class KafkaSink:
         """
         close_clients()
 
+    def unreachable(self) -> str | None:
+        """Driver-side: why the cluster cannot take this output's writes now (no broker answers a
+        metadata request, or a partition of the topic has no leader), or None."""
+        admin = new_admin_client(self.conf)
+        try:
+            topic = admin.list_topics(self.topic, timeout=_PROBE_TIMEOUT_S).topics.get(self.topic)
+        except KafkaException as exc:
+            return f"no broker answered: {exc.args[0].str()}"
+        if topic is None or topic.error is not None:
+            return None  # nothing to wait for: the step's own error says what is wrong
+        leaderless = sorted(p for p, state in topic.partitions.items() if state.leader < 0)
+        if leaderless:
+            return f"partitions {leaderless} of {self.topic} have no leader"
+        return None
+
+    def outage_in(self, error: BaseException) -> str | None:
+        """Why `error` shows the cluster unanswering (every broker down, a timeout, no leader
+        or in-sync replicas), found in its causes; None for refusals (authorization, a record
+        too large), which no wait cures."""
+        for cause in error_chain(error):
+            found = cause.args[0] if isinstance(cause, KafkaException) and cause.args else None
+            if isinstance(cause, CommitTimedOut):
+                found = cause.error
+            if found is not None and is_unanswered(found):
+                return f"{found.name()}: {found.str()}"
+        return None
+
     # -- executor --
 
     def write(self, key: BatchKey, rows: Iterable[Any]) -> WriteResult:
@@ -342,6 +378,7 @@ class KafkaSink:
         marker_topic = self.marker_topic_for(key.app, key.output)
         reader = marker_reader(self.conf)
         opened = False
+        failures: list[BaseException] = []
         for attempt in range(1, MAX_ATTEMPTS + 1):
             producer = transactional_producer(self.producer_settings(key))
             opened = opened or producer.first_use()
@@ -352,7 +389,7 @@ class KafkaSink:
             if committed is not None and committed >= key.batch_time:
                 _LOG.info("%s skipped: marker %d is already committed", key, committed)
                 return WriteResult(0, skipped=True, opened_client=opened)
-            outcome = self._try_transaction(producer, key, records, attempt)
+            outcome = self._try_transaction(producer, key, records, attempt, failures)
             if outcome is _Outcome.COMMITTED:
                 return WriteResult(len(records), opened_client=opened)
             if outcome is _Outcome.RETRY_LATER and attempt < MAX_ATTEMPTS:
@@ -361,7 +398,7 @@ class KafkaSink:
             f"{key}: no transaction committed in {MAX_ATTEMPTS} attempts (see the warnings above); "
             "the task fails so that Spark retries it; if it keeps failing, check the cluster"
         )
-        raise SinkError(msg)
+        raise SinkError(msg) from (failures[-1] if failures else None)
 
     def encode_row(self, row: Any, key: BatchKey) -> OutboundRecord:
         """Serialize one row; subclasses define other row formats (see `sinks.dead_letters`)."""
@@ -389,14 +426,18 @@ class KafkaSink:
         key: BatchKey,
         records: list[OutboundRecord],
         attempt: int,
+        failures: list[BaseException],
     ) -> _Outcome:
+        """One attempt; a failure it recovers from is appended to `failures`."""
         try:
             self._transact(producer, key, records)
             producer.remember_marker(key.batch_time)
             return _Outcome.COMMITTED
         except KafkaException as exc:
+            failures.append(exc)
             return self._recover(producer, key, exc.args[0], attempt)
         except CommitTimedOut as timed_out:
+            failures.append(timed_out)
             # Fatal for this producer: the next attempt's producer takes a new epoch first.
             _LOG.warning("%s attempt %d: %s", key, attempt, timed_out)
             discard_producer(producer)

@@ -42,7 +42,7 @@ from pydantic import SecretStr
 from connectors.process_cache import ProcessCache
 from service import faults
 from service.errors import SinkError
-from sinks.base import BatchKey, WithoutKafka, WriteResult
+from sinks.base import BatchKey, WithoutKafka, WriteResult, error_chain
 
 log = logging.getLogger(__name__)
 
@@ -228,6 +228,15 @@ class PostgresSink(WithoutKafka):
                 conn.execute("SELECT 1")
         except psycopg.OperationalError as exc:
             return _redact(f"{type(exc).__name__}: {exc}".strip(), self._dsn)
+        return None
+
+    def outage_in(self, error: BaseException) -> str | None:
+        """Why `error` shows the server unanswering: a connection that failed or broke (no
+        SQLSTATE, or class 08), or a server shutting down or starting (57P01-57P03). Errors the
+        server reports about the work itself (a constraint, a full disk) are not outages."""
+        for cause in error_chain(error):
+            if isinstance(cause, psycopg.OperationalError) and _is_connection_loss(cause):
+                return _redact(f"{type(cause).__name__}: {cause}".strip(), self._dsn)
         return None
 
     def close(self) -> None:
@@ -494,6 +503,11 @@ def _rollback_quietly(conn: Conn | None) -> None:
             conn.rollback()
     except psycopg.Error:
         log.debug("rollback on a broken connection failed; it will be replaced")
+
+
+def _is_connection_loss(error: psycopg.OperationalError) -> bool:
+    state = error.sqlstate
+    return state is None or state.startswith("08") or state in {"57P01", "57P02", "57P03"}
 
 
 def _redact(text: str, dsn: SecretStr) -> str:

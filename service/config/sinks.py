@@ -57,6 +57,10 @@ class KafkaSinkSettings(ConfigModel):
     write_from: Literal["auto", "driver", "executors"] = "auto"
     """Which processes run the transactions: auto is the driver with a local master (its
     producers never move between Python workers, so none is re-initialised), else executors."""
+    outage_limit_ms: DurationMs = 300_000
+    """How long the cluster may be unanswering (every broker down, no leader) before the
+    service stops: meanwhile the batch waits and retries with backoff, and /readyz is not
+    ready."""
 
     def needs_registry(self) -> bool:
         return self.format == "avro" and self.avro.schema_file is None
@@ -78,6 +82,7 @@ class KafkaSinkSettings(ConfigModel):
             marker_partitions=max(partitions, where.default_partitions),
             write_from=self.write_from,
             local_master=where.local_master,
+            outage_limit_s=self.outage_limit_ms / 1000,
         )
 
 

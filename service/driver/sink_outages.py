@@ -4,13 +4,16 @@ A step of an output (its `setup`, its write job, its `commit`) that fails while 
 sink reports its server unreachable (`sinks.base.WaitsOutOutages`) is not a failure yet. The
 driver:
 
-1. asks the sink why it is unreachable; no reason means the step failed for another reason,
-   which is raised as it is;
+1. asks the sink why it is unreachable, or failing that whether the step's error shows it was
+   unreachable during the step (an outage that ended meanwhile); no reason means the step failed
+   for another reason, which is raised as it is;
 2. marks the service not ready (`/readyz`) and logs one line naming the output and the reason;
 3. sleeps with backoff (`FIRST_BACKOFF_S` doubling up to `MAX_BACKOFF_S`) and asks again,
    counting the retries and the seconds waited (`dstreams_sink_outage_retries_total`,
    `dstreams_sink_outage_seconds_total`), until the sink answers, or its `outage_limit_s` has
-   passed since the outage began (`SinkUnavailable`, exit 5: a restart replays the batch);
+   passed since the step first failed for an outage (`SinkUnavailable`, exit 5: a restart
+   replays the batch); a step that keeps failing for outages while the server answers between
+   them is bounded by the same limit;
 4. runs the step again: writes are idempotent, so what committed before the outage is skipped;
    once it succeeds, the service is ready again (if it was before).
 """
@@ -67,26 +70,30 @@ class SinkOutages:
 
     def run(self, output: OutputOperation, step: Callable[[], T]) -> T:
         """`step()`'s result, once it succeeds with the sink reachable."""
-        waited = False
+        began: float | None = None
+        """When the step first failed for an outage; its limit counts from there."""
         while True:
             try:
                 result = step()
             except Exception as error:
                 sink = waiting_sink(output)
-                reason = sink.unreachable() if sink is not None else None
+                reason = None if sink is None else sink.unreachable() or sink.outage_in(error)
                 if sink is None or reason is None:
                     raise
-                self.wait(output.name, sink, reason, error)
-                waited = True
+                began = self.clock() if began is None else began
+                self.wait(output.name, sink, reason, error, began)
                 continue
-            if waited:
+            if began is not None:
                 self.observer.sink_outage_ended(output.name)
             return result
 
-    def wait(self, output: str, sink: WaitsOutOutages, why: str, error: Exception) -> None:
-        """Until `sink` is reachable; `SinkUnavailable` once its outage limit has passed."""
+    def wait(
+        self, output: str, sink: WaitsOutOutages, why: str, error: Exception, began: float
+    ) -> None:
+        """Until `sink` is reachable; `SinkUnavailable` once its outage limit, counted from
+        `began`, has passed."""
         reason: str | None = why
-        began = mark = self.clock()
+        mark = self.clock()
         pause = FIRST_BACKOFF_S
         self.observer.sink_outage_began(output, why)
         log.warning("output %s: sink unreachable (%s); waiting for it", output, why)

@@ -20,6 +20,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from service.dev.ports import free_port
 from service.errors import ConfigError, SinkError
 from sinks.base import BatchKey, Sink, WriteResult
 from sinks.dead_letters import DeadLetter, DeadLetterSink
@@ -127,6 +128,19 @@ def test_written_batch_is_read_back_committed(kafka_bootstrap: str, unique_name:
     # A row without a key goes to output partition p % partitions, the same on every replay.
     assert [p for p, key, _, _ in records if key is None] == [1]
     assert _markers(kafka_bootstrap, sink, unique_name) == [(1, 1000)]
+
+
+def test_the_cluster_is_reachable_while_it_answers_and_not_when_nothing_listens(
+    kafka_bootstrap: str, unique_name: str
+) -> None:
+    sink = _sink(kafka_bootstrap, unique_name)
+    sink.setup(APP, unique_name)
+    assert sink.unreachable() is None
+
+    port = free_port()  # nothing listens there
+    gone = KafkaSink({"bootstrap.servers": f"127.0.0.1:{port}"}, f"{unique_name}_out")
+    reason = gone.unreachable()
+    assert reason is not None and reason.startswith("no broker answered")
 
 
 def test_commit_names_the_partitions_without_a_marker(

@@ -184,7 +184,7 @@ def test_unknown_key_inside_a_union_member(tmp_path: Path) -> None:
     text = MINIMAL.replace("topic: counts", "topic: counts, topik: x")
     assert problems(tmp_path, text) == [
         "sinks.counts.topik: unknown key; allowed keys are type, topic, partitions, "
-        "replication_factor, transaction_timeout_ms, format, avro, write_from; "
+        "replication_factor, transaction_timeout_ms, format, avro, write_from, outage_limit_ms; "
         "did you mean 'topic'?"
     ]
 

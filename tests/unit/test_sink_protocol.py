@@ -9,10 +9,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import psycopg
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 
+from connectors.kafka_client import CommitTimedOut
+from service.errors import SinkError
 from service.graph.context import StreamingContext
-from sinks.base import NO_KAFKA, BatchKey, KafkaNeeds, KafkaTopic, Sink
+from sinks.base import NO_KAFKA, BatchKey, KafkaNeeds, KafkaTopic, Sink, WaitsOutOutages
 from sinks.console import ConsoleSink
 from sinks.dead_letters import DeadLetterSink
 from sinks.files import FileSink
@@ -134,3 +138,40 @@ def test_a_kafka_sink_declares_its_topics_their_access_and_its_transactional_ids
 def test_writing_in_parallel_is_declared_by_every_sink(tmp_path: Path) -> None:
     parallel = {name for name, sink in every_sink(tmp_path).items() if sink.writes_in_parallel}
     assert parallel == {"kafka", "dead letters"}
+
+
+def test_servers_sinks_wait_out_outages_and_others_do_not(tmp_path: Path) -> None:
+    waiting = {n for n, s in every_sink(tmp_path).items() if isinstance(s, WaitsOutOutages)}
+    assert waiting == {"kafka", "dead letters", "postgres"}
+
+
+def raised_from(cause: BaseException) -> SinkError:
+    """A sink's error raised while handling `cause`, as the sinks raise theirs."""
+    try:
+        raise cause
+    except BaseException as exc:
+        try:
+            msg = "the write failed; retry the task"
+            raise SinkError(msg) from exc
+        except SinkError as wrapped:
+            return wrapped
+
+
+def test_a_kafka_sink_blames_an_outage_only_on_an_unanswering_cluster() -> None:
+    sink = KafkaSink(CONF, "out")
+    down = KafkaException(KafkaError(KafkaError._ALL_BROKERS_DOWN))  # noqa: SLF001
+    assert "_ALL_BROKERS_DOWN" in (sink.outage_in(raised_from(down)) or "")
+    timed_out = CommitTimedOut("t", KafkaError(KafkaError._TIMED_OUT))  # noqa: SLF001
+    assert sink.outage_in(timed_out) is not None
+    refused = KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED))
+    assert sink.outage_in(raised_from(refused)) is None
+    assert sink.outage_in(SinkError("row 3 cannot be written")) is None
+
+
+def test_a_postgres_sink_blames_an_outage_only_on_a_lost_connection() -> None:
+    sink = PostgresSink("postgresql://127.0.0.1:9/none", "t", columns=["a"])
+    lost = psycopg.OperationalError("server closed the connection unexpectedly")
+    assert "server closed" in (sink.outage_in(raised_from(lost)) or "")
+    assert sink.outage_in(raised_from(psycopg.errors.AdminShutdown("shutting down"))) is not None
+    assert sink.outage_in(raised_from(psycopg.errors.DiskFull("no space"))) is None
+    assert sink.outage_in(raised_from(psycopg.errors.UniqueViolation("duplicate"))) is None
