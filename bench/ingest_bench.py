@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -32,6 +33,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.cpu_use import cpu_by_role, spent  # noqa: E402
 from service.dev.ingest_client import IngestClient  # noqa: E402
 
 PARTITIONS = 4
@@ -173,6 +175,20 @@ def start_endpoint(bootstrap: str, topic: str, workdir: Path) -> Any:
     return endpoint
 
 
+def transactions_committed(endpoint: Any) -> float:
+    """The endpoint's dstreams_ingest_transactions_total."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    body = endpoint.get("/metrics") or b""
+    for family in text_string_to_metric_families(body.decode()):
+        if family.name == "dstreams_ingest_transactions":
+            return float(
+                sum(sample.value for sample in family.samples if sample.name.endswith("_total"))
+            )
+    msg = "the endpoint's /metrics has no dstreams_ingest_transactions_total"
+    raise RuntimeError(msg)
+
+
 def endpoint_sender(port: int, clients: int, prefix: str) -> Callable[[int, int, bytes], None]:
     connections = [IngestClient("127.0.0.1", port) for _ in range(clients)]
 
@@ -193,7 +209,15 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
-def report(name: str, records: int, seconds: float, latencies: list[float]) -> tuple[float, float]:
+def role_of(pid: int, command_line: str) -> str:
+    if pid == os.getpid():
+        return "senders"
+    return "brokers" if "kafka.Kafka" in command_line else "endpoint"
+
+
+def report(
+    name: str, records: int, seconds: float, latencies: list[float], cpu: dict[str, float]
+) -> tuple[float, float]:
     rate = records / seconds
     p50, p99 = statistics.median(latencies), percentile(latencies, 0.99)
     print(
@@ -201,7 +225,26 @@ def report(name: str, records: int, seconds: float, latencies: list[float]) -> t
         f"p99 {p99 * 1000:7.1f} ms",
         flush=True,
     )
+    # Where the cores went: on a shared 2-core machine this is what limits the rate.
+    shares = ", ".join(
+        f"{role} {1000 * used / records:.1f} ms ({100 * used / seconds:.0f}%)"
+        for role, used in sorted(cpu.items())
+        if used > 0
+    )
+    print(f"{'':<44} CPU per 1,000 records: {shares}", flush=True)
     return rate, p50
+
+
+def measured(
+    batches: list[bytes],
+    clients: int,
+    send: Callable[[int, int, bytes], None],
+    interval_s: float = 0.0,
+) -> tuple[float, list[float], dict[str, float]]:
+    """`run_senders`, and the CPU each role spent meanwhile."""
+    before = cpu_by_role(role_of)
+    seconds, latencies = run_senders(batches, clients, send, interval_s)
+    return seconds, latencies, spent(before, cpu_by_role(role_of))
 
 
 def committed_count(bootstrap: str, topic: str) -> int:
@@ -251,25 +294,29 @@ def main() -> int:
 
         plain = PlainProducer(bootstrap, plain_topic)
         run_senders(warm_up, args.clients, plain.send)
-        seconds, latencies = run_senders(batches, args.clients, plain.send)
+        seconds, latencies, cpu = measured(batches, args.clients, plain.send)
         plain.close()
         base_rate, base_p50 = report("baseline (confluent-kafka, acks=all)", args.records,
-                                     seconds, latencies)  # fmt: skip
+                                     seconds, latencies, cpu)  # fmt: skip
 
         endpoint = start_endpoint(bootstrap, ingest_topic, Path(tmp))
         try:
             run_senders(warm_up, args.clients, endpoint_sender(endpoint.port, args.clients, "w"))
             send = endpoint_sender(endpoint.port, args.clients, "m")
-            seconds, latencies = run_senders(batches, args.clients, send)
+            transactions = transactions_committed(endpoint)
+            seconds, latencies, cpu = measured(batches, args.clients, send)
+            transactions = transactions_committed(endpoint) - transactions
             rate, p50 = report("dstreams ingest (HTTP, transactions, keys)", args.records,
-                               seconds, latencies)  # fmt: skip
+                               seconds, latencies, cpu)  # fmt: skip
+            print(f"{'':<44} {args.records / transactions:,.0f} records per transaction "
+                  f"({transactions:,.0f} transactions)", flush=True)  # fmt: skip
             # Acknowledgement latency where it matters: at half the rate it can sustain.
             half = endpoint_sender(endpoint.port, args.clients, "h")
             interval = args.batch / (rate / 2)
             paced = make_batches(args.records // 2, args.batch)
-            seconds, latencies = run_senders(paced, args.clients, half, interval)
+            seconds, latencies, cpu = measured(paced, args.clients, half, interval)
             report(f"dstreams ingest at half rate ({rate / 2:,.0f}/s)", len(paced) * args.batch,
-                   seconds, latencies)  # fmt: skip
+                   seconds, latencies, cpu)  # fmt: skip
         except BaseException:
             print(f"the endpoint's log ends:\n{endpoint.log_tail()}", file=sys.stderr)
             raise

@@ -126,6 +126,7 @@ class IngestService:
             self.ledger,
             self.ingest.ack_timeout_ms / 1000,
             on_ready=self.metrics.set_ready,
+            on_committed=self.metrics.transaction_committed,
         )
         self.writer.start()
         auth = self.ingest.auth

@@ -37,6 +37,7 @@ class IngestMetrics:
             add_process_collectors(self.registry)
         self._m = MetricSet(self.registry, "ingest")
         self._m.gauge("dstreams_build_info").labels(__version__).set(1)
+        self._m.counter("dstreams_ingest_transactions_total")  # at 0 from the start
         for source in sources:  # every series at 0, so rate() works at once
             self._m.counter("dstreams_ingest_records_total").labels(source)
             self._m.counter("dstreams_ingest_duplicates_suppressed_total").labels(source)
@@ -54,6 +55,9 @@ class IngestMetrics:
     def written(self, source: str, records: int, seconds: float) -> None:
         self._m.counter("dstreams_ingest_records_total").labels(source).inc(records)
         self._m.histogram("dstreams_ingest_ack_seconds").observe(seconds)
+
+    def transaction_committed(self) -> None:
+        self._m.counter("dstreams_ingest_transactions_total").inc()
 
     def set_in_flight(self, count: int) -> None:
         self._m.gauge("dstreams_ingest_in_flight_requests").set(count)

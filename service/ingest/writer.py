@@ -222,13 +222,14 @@ class IngestWriter:
         ack_timeout_s: float,
         on_ready: Callable[[bool], None] = lambda ready: None,
         lanes: int = LANES,
+        on_committed: Callable[[], None] = lambda: None,
     ) -> None:
         self.keys_topic = keys_topic
         self.ledger = ledger
         self.ack_timeout_s = ack_timeout_s
         self._on_ready = on_ready
         self._intake = _Intake(ledger, ack_timeout_s)
-        tools = _LaneTools(make_producer, read_keys, keys_topic, self._lane_changed)
+        tools = _LaneTools(make_producer, read_keys, keys_topic, self._lane_changed, on_committed)
         self._lanes = [_Lane(index, self._intake, tools) for index in range(lanes)]
 
     # --- the intake -------------------------------------------------------------------------
@@ -336,6 +337,8 @@ class _LaneTools:
     keys_topic: str
     changed: Callable[[], None]
     """Called when a lane becomes ready or stops being so."""
+    committed: Callable[[], None]
+    """Called after each transaction that committed."""
 
 
 class _Lane:
@@ -497,6 +500,7 @@ class _Lane:
             log.exception("ingest transaction failed unexpectedly")
             self._after_failure(group, failure)
             return
+        self.tools.committed()
         self._acknowledge(group, keys.stamped())
 
     def _produce_requests(

@@ -239,6 +239,7 @@ def test_ingest_metrics_are_exposed_with_their_types(endpoint: Endpoint) -> None
         "dstreams_ingest_records": "counter",
         "dstreams_ingest_duplicates_suppressed": "counter",
         "dstreams_ingest_ack_seconds": "histogram",
+        "dstreams_ingest_transactions": "counter",
         "dstreams_ingest_in_flight_requests": "gauge",
         "dstreams_ingest_ready": "gauge",
         "dstreams_ingest_idempotency_keys": "gauge",

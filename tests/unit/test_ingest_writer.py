@@ -138,9 +138,20 @@ class Harness:
         # What the keys topic holds beyond the ledger: (key, entry), found by the next read.
         self.committed_keys: list[tuple[str, KeyEntry]] = []
         self.ledger = KeyLedger(retention_ms=3_600_000)
+        self.commits = 0
+        """Transactions the writer reported committed."""
         self.writer = IngestWriter(
-            self.make_producer, self.read_keys, KEYS_TOPIC, self.ledger, ack_timeout_s, lanes=lanes
+            self.make_producer,
+            self.read_keys,
+            KEYS_TOPIC,
+            self.ledger,
+            ack_timeout_s,
+            lanes=lanes,
+            on_committed=self.count_commit,
         )
+
+    def count_commit(self) -> None:
+        self.commits += 1
 
     def make_producer(self, lane: int) -> FakeProducer:
         producer = FakeProducer()
@@ -215,7 +226,7 @@ def test_requests_arriving_before_the_first_ack_join_the_transaction(harness: Ha
     time.sleep(0.1)
     producer.acknowledging.set()
     assert first.result(10).outcome == "written" and late.result(10).outcome == "written"
-    assert producer.transactions == 1
+    assert producer.transactions == 1 and harness.commits == 1
     assert sorted(v for t, _, v, _ in producer.committed if t == "t") == [b"a", b"b"]
     assert harness.ledger.get("k2") is not None
 
@@ -232,10 +243,10 @@ def test_a_cleanly_aborted_transaction_answers_503_and_keeps_the_producer(
     producer.commit_errors = [kafka_error(KafkaError.NOT_ENOUGH_REPLICAS, txn_requires_abort=True)]
     answer = harness.send("k1", [b"a"])
     assert answer.outcome == "unavailable" and "NOT_ENOUGH_REPLICAS" in answer.detail
-    assert producer.aborted == 1 and producer.committed == []
+    assert producer.aborted == 1 and producer.committed == [] and harness.commits == 0
     assert harness.ledger.get("k1") is None
     # Same producer, no re-read of the keys: the abort settled everything.
-    assert harness.send("k1", [b"a"]).outcome == "written"
+    assert harness.send("k1", [b"a"]).outcome == "written" and harness.commits == 1
     assert len(harness.producers) == 1 and harness.key_reads == [0]
 
 
