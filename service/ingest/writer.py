@@ -15,6 +15,13 @@ they are another lane's transaction runs. For each group:
 3. commit: once it returns, every record is on the in-sync replicas (``min.insync.replicas``);
 4. remember the keys, then answer each request *written*.
 
+A request's records without a Kafka key all go to one partition of its topic, the same for the
+whole transaction, and the lane's next transaction takes the next partition (Kafka's sticky
+partitioner does the same per batch, KIP-480): a transaction then touches two partitions (that
+one and the keys topic's), not all of them, and each partition it touches costs the brokers an
+AddPartitionsToTxn entry and a commit marker, each replicated. Over transactions the records
+spread evenly; records with a key go where their key hashes.
+
 When Kafka refuses records as too large for the topic or invalid (`_REFUSALS`), the group's
 requests are written again one per transaction (a refused batch may hold several requests'
 records): the one refused alone is answered *too large* or *invalid* (413/422), the others are
@@ -77,6 +84,9 @@ _IDLE_WAIT_S = 0.2
 # 20 ms later. Starting at once, nearly every transaction paid that, often twice; the other lane
 # takes requests meanwhile, and those arriving join the next group.
 _REST_AFTER_TRANSACTION_S = 0.01
+# How long a topic's partition count is trusted before the producer's metadata is asked again
+# (partitions added to a source's topic are written to from then on).
+_PARTITIONS_KNOWN_S = 30.0
 # Between attempts to make a new producer while the cluster does not answer.
 _RECONNECT_PAUSE_S = (0.2, 5.0)
 # Bounds init_transactions() and an abort; a coordinator slower than this is unavailable.
@@ -92,6 +102,8 @@ Outcome = Literal[
     "invalid",
     "too_many_keys",
 ]
+# The partition argument of produce() that leaves the choice to the partitioner (by key).
+_BY_KEY = -1
 # What produce() raises once the open transaction has failed (librdkafka's _STATE).
 _FAILED_ALREADY: int = KafkaError._STATE  # noqa: SLF001
 # Kafka errors that are the request's own fault: a retry fails the same way. That request is
@@ -351,6 +363,10 @@ class _Lane:
         self._producer: Any = None
         self._initialising: tuple[Any, bool] | None = None
         """A producer being set up, and whether its init_transactions() has returned."""
+        self._partition_counts: dict[str, tuple[int, float]] = {}
+        """Each topic's partition count, and when it was asked (`_keyless_partition`)."""
+        self._turn = index
+        """Counts this lane's transactions: its keyless records go to partition turn mod count."""
         self.fenced_older = False
         """Whether this lane's id has been initialised once: an older endpoint's producer of
         that id can no longer commit."""
@@ -486,6 +502,7 @@ class _Lane:
     # --- one transaction ----------------------------------------------------------------------
 
     def _write(self, group: _Group) -> None:
+        self._turn += 1
         keys = _Keys()
         first_ack = threading.Event()
         try:
@@ -555,9 +572,13 @@ class _Lane:
         # written alone, the one place where a report names a refused request.
         every = item.alone
         reported: _Pending | None = item if every or item.acknowledged is not None else None
+        keyless = self._keyless_partition(request.topic)
         try:
             for record in request.records:
-                self._produce(request.topic, record.key, record.value, headers, deadline, reported)
+                partition = keyless if record.key is None else _BY_KEY
+                self._produce(
+                    request.topic, record.key, record.value, headers, deadline, reported, partition
+                )
                 reported = item if every else None
         except KafkaException as exc:  # refused at once, e.g. larger than the producer allows
             item.report(exc.args[0], None)
@@ -571,8 +592,9 @@ class _Lane:
         headers: tuple[tuple[str, bytes], ...],
         deadline: float,
         reported: _Pending | _KeyStamp | None = None,
+        partition: int = -1,
     ) -> None:
-        extra: dict[str, Any] = {}
+        extra: dict[str, Any] = {"partition": partition}
         if reported is not None:
             extra["on_delivery"] = reported.report
         while True:
@@ -584,6 +606,16 @@ class _Lane:
                     msg = "the producer's queue stayed full until the acknowledgement deadline"
                     raise _Expired(msg) from None
                 self._producer.poll(0.01)
+
+    def _keyless_partition(self, topic: str) -> int:
+        """Where this transaction's records without a key go in `topic` (module docstring);
+        `_BY_KEY` (the partitioner chooses) while the topic's partitions are not known."""
+        count, asked = self._partition_counts.get(topic, (0, -_PARTITIONS_KNOWN_S))
+        if time.monotonic() - asked >= _PARTITIONS_KNOWN_S:
+            found = self._producer.list_topics(topic, timeout=INIT_TIMEOUT_S).topics.get(topic)
+            count = len(found.partitions) if found is not None and found.error is None else 0
+            self._partition_counts[topic] = (count, time.monotonic())
+        return self._turn % count if count else _BY_KEY
 
     def _key_entry(self, request: IngestRequest) -> KeyEntry | None:
         if request.key is None:

@@ -21,6 +21,9 @@ from service.ingest.writer import KEY_HEADER, Answer, IngestRequest, IngestWrite
 KEYS_TOPIC = "keys"
 
 
+TOPIC_PARTITIONS = 4
+
+
 class FakeProducer:
     """Records what a transactional producer is asked; `commit_error`/`abort_error` script
     failures (an exception, or a list consumed one per call)."""
@@ -50,6 +53,13 @@ class FakeProducer:
         # init_transactions() returns once this is set (the coordinator answered).
         self.init_gate = threading.Event()
         self.init_gate.set()
+        # (transaction number, topic, partition asked for) of every record produced.
+        self.partitions: list[tuple[int, str, int]] = []
+
+    def list_topics(self, topic: str, timeout: float) -> Any:
+        from types import SimpleNamespace as NS
+
+        return NS(topics={topic: NS(error=None, partitions=dict.fromkeys(range(TOPIC_PARTITIONS)))})
 
     def init_transactions(self, timeout: float) -> None:
         assert self.init_gate.wait(10), "init_transactions held for too long"
@@ -66,11 +76,13 @@ class FakeProducer:
         key: bytes | None,
         headers: Any = None,
         on_delivery: Callable[[Any, Any], None] | None = None,
+        partition: int = -1,
     ) -> None:
         assert self.open is not None
         if self.produce_errors:
             raise self.produce_errors.pop(0)
         self.open.append((topic, key, value, headers))
+        self.partitions.append((self.transactions, topic, partition))
         self.all_reports.append((value, on_delivery))
         if on_delivery is not None:
             self.reports.append(on_delivery)
@@ -476,3 +488,26 @@ def test_a_key_of_an_unknown_outcome_is_unavailable_while_another_lane_writes(
         assert time.monotonic() < deadline, "k1 stayed unsettled after the keys were read"
         time.sleep(0.05)
     assert all(v != b"a" for p in two_lanes.producers for t, _, v, _ in p.committed if t == "t")
+
+
+def test_a_transactions_keyless_records_go_to_one_partition_and_the_next_to_the_next(
+    harness: Harness,
+) -> None:
+    for n in range(TOPIC_PARTITIONS + 1):
+        harness.send(f"k{n}", [b"a", b"b", b"c"])
+    harness.writer.submit(
+        IngestRequest("lines", "lines-topic", [Record(b"key", b"d")], "keyed", "f")
+    ).result(10)
+    producer = harness.producers[0]
+    keyless = [(t, p) for t, topic, p in producer.partitions if topic == "lines-topic"]
+    by_transaction: dict[int, set[int]] = {}
+    for transaction, partition in keyless[:-1]:
+        by_transaction.setdefault(transaction, set()).add(partition)
+    chosen = [by_transaction[t] for t in sorted(by_transaction)]
+    assert all(len(partitions) == 1 for partitions in chosen)  # one partition a transaction
+    firsts = [min(partitions) for partitions in chosen]
+    assert firsts[:TOPIC_PARTITIONS] == [
+        (firsts[0] + i) % TOPIC_PARTITIONS for i in range(TOPIC_PARTITIONS)
+    ]
+    assert keyless[-1][1] == -1  # a keyed record goes where its key hashes
+    assert {p for _, topic, p in producer.partitions if topic == KEYS_TOPIC} == {-1}
