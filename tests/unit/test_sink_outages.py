@@ -59,8 +59,11 @@ def observed(sink: Any, ready: bool = True) -> tuple[SinkOutages, Observer, Cloc
     return outages, observer, clock, SinkOutput(cast(Any, None), "counts", sink)
 
 
-def failing(times: int, seen: list[bool], observer: Observer) -> Any:
-    """A step that fails `times` times, noting whether /readyz was ready at each call."""
+def failing(
+    times: int, seen: list[bool], observer: Observer, error: type[SinkError] = SinkError
+) -> Any:
+    """A step that fails `times` times with `error`, noting whether /readyz was ready at each
+    call."""
     calls = [0]
 
     def step() -> str:
@@ -68,7 +71,7 @@ def failing(times: int, seen: list[bool], observer: Observer) -> Any:
         calls[0] += 1
         if calls[0] <= times:
             msg = "could not write: connection refused"
-            raise SinkError(msg)
+            raise error(msg)
         return "written"
 
     return step
@@ -146,26 +149,12 @@ def test_an_outage_before_the_first_batch_leaves_the_service_not_ready() -> None
     assert not observer.board.ready  # ready only once the first batch completes
 
 
-def lost_server(times: int) -> Any:
-    """A step that fails `times` times for a server that went away during it."""
-    calls = [0]
-
-    def step() -> str:
-        calls[0] += 1
-        if calls[0] <= times:
-            msg = "the connection broke during the write"
-            raise ServerLost(msg)
-        return "written"
-
-    return step
-
-
 def test_an_outage_that_ended_before_the_probe_is_waited_out_not_raised() -> None:
     # The server came back between the step's failure and the probe: the failure is still the
     # outage's, so the step runs again after a pause instead of stopping the service.
     outages, observer, clock, output = observed(FlakyServerSink(down_probes=0))
 
-    assert outages.run(output, lost_server(1)) == "written"
+    assert outages.run(output, failing(1, [], observer, ServerLost)) == "written"
 
     assert clock.pauses == [FIRST_BACKOFF_S]
     assert observer.board.ready
@@ -175,7 +164,7 @@ def test_steps_that_keep_failing_for_outages_are_bounded_by_the_limit() -> None:
     outages, observer, clock, output = observed(FlakyServerSink(0, outage_limit_s=20.0))
 
     with pytest.raises(SinkUnavailable, match="lost the server") as raised:
-        outages.run(output, lost_server(1_000))
+        outages.run(output, failing(1_000, [], observer, ServerLost))
 
     assert clock.now == pytest.approx(20.0)  # counted from the first failure, not each one
     assert isinstance(raised.value.__cause__, ServerLost)
