@@ -592,7 +592,7 @@ class _Lane:
         headers: tuple[tuple[str, bytes], ...],
         deadline: float,
         reported: _Pending | _KeyStamp | None = None,
-        partition: int = -1,
+        partition: int = _BY_KEY,
     ) -> None:
         extra: dict[str, Any] = {"partition": partition}
         if reported is not None:
