@@ -25,8 +25,17 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
-from connectors.codecs import Codec, DecodeError, decode_bytes, decode_json
+from connectors.codecs import (
+    Codec,
+    DecodeError,
+    check_json,
+    decode_bytes,
+    decode_json,
+    decode_utf8,
+    plainly_storable,
+)
 
 JSON_LINES_TYPES = frozenset(
     {"application/x-ndjson", "application/jsonl", "application/json-lines", "application/ndjson"}
@@ -50,8 +59,9 @@ class RequestRejected(Exception):
         self.record = record
 
 
-@dataclass(frozen=True)
-class Record:
+class Record(NamedTuple):
+    # A tuple, not a dataclass: a request makes one per record, and a frozen dataclass's
+    # __init__ cost more than checking the record's JSON.
     key: bytes | None
     value: bytes
 
@@ -92,8 +102,15 @@ def parse_records(
     if not records:
         raise RequestRejected(400, "the request holds no record; send at least one")
     _check_sizes(records, limits)
-    _check_decodes(records, decoder)
+    if not (kind in _JSON_KINDS and decoder in _IMPLIED_BY_JSON):
+        _check_decodes(records, decoder)
     return records
+
+
+_JSON_KINDS = frozenset({*JSON_LINES_TYPES, JSON_TYPE})
+# Source decoders that accept whatever passed the JSON check above (`check_json` and
+# `decode_json` give one verdict; JSON text is UTF-8): running them again would change nothing.
+_IMPLIED_BY_JSON: tuple[Codec, ...] = (decode_bytes, decode_utf8, decode_json)
 
 
 def media_type(content_type: str | None) -> str:
@@ -104,27 +121,45 @@ def media_type(content_type: str | None) -> str:
 def _json_lines(
     body: bytes, key: str | None, key_field: str | None, limits: Limits
 ) -> list[Record]:
+    # The endpoint's work per record is mostly here, so the common case (no ?key_field=, whose
+    # records need only a verdict) stays a tight loop, and what holds for the whole body (no
+    # `\u` escape, shallow) is found once, not per line.
+    storable = plainly_storable(body)
+    encoded_key = _encode_key(key)
     records: list[Record] = []
     for number, line in enumerate(body.split(b"\n"), start=1):
         line = line.rstrip(b"\r")
-        if not line.strip():
+        if not line or line.isspace():  # a blank line (isspace() copies nothing)
             continue
         if len(records) == limits.max_records:
             msg = f"more than {limits.max_records} records in one request; split it"
             raise RequestRejected(413, msg)
-        records.append(_json_record(line, key, key_field, f"line {number}", len(records) + 1))
+        if key_field is None:
+            _check_line(line, number, len(records) + 1, storable)
+            records.append(Record(encoded_key, line))
+        else:
+            records.append(_json_record(line, key, key_field, f"line {number}", len(records) + 1))
     return records
+
+
+def _check_line(line: bytes, number: int, record: int, storable: bool) -> None:
+    try:
+        check_json(line, known_storable=storable)
+    except DecodeError as error:
+        msg = f"line {number} is not valid JSON: {error.reason}"
+        raise RequestRejected(400, msg, record) from None
 
 
 def _json_record(
     text: bytes, key: str | None, key_field: str | None, where: str, number: int = 1
 ) -> Record:
     try:
+        if key_field is None:  # the value is not needed, only the verdict
+            check_json(text)
+            return Record(_encode_key(key), text)
         document = decode_json(text)
     except DecodeError as error:
         raise RequestRejected(400, f"{where} is not valid JSON: {error.reason}", number) from None
-    if key_field is None:
-        return Record(_encode_key(key), text)
     if not isinstance(document, dict) or document.get(key_field) is None:
         msg = f"{where} has no field {key_field!r} to take the record's key from (?key_field=)"
         raise RequestRejected(400, msg, number)

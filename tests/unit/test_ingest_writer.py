@@ -74,10 +74,12 @@ class FakeProducer:
         topic: str,
         value: bytes,
         key: bytes | None,
-        headers: Any = None,
-        on_delivery: Callable[[Any, Any], None] | None = None,
         partition: int = -1,
+        on_delivery: Callable[[Any, Any], None] | None = None,
+        timestamp: int = 0,
+        headers: Any = None,
     ) -> None:
+        """confluent-kafka's produce(), positional arguments in its order."""
         assert self.open is not None
         if self.produce_errors:
             raise self.produce_errors.pop(0)
