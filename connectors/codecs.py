@@ -52,8 +52,9 @@ def decode_json(raw: bytes | None) -> Any:
 
     Refused besides malformed text: a byte-order mark, `NaN`/`Infinity` and numbers that overflow
     to them (`1e999`), lone surrogates and NUL in strings (PostgreSQL and strict encoders refuse
-    them), and nesting deeper than `MAX_JSON_DEPTH`. The ingest endpoint checks records with this
-    same function, so what it accepts the job decodes (docs/architecture.md, "Ingest").
+    them), and nesting deeper than `MAX_JSON_DEPTH`. The ingest endpoint checks records with
+    `check_json`, which gives this function's verdict, so what it accepts the job decodes
+    (docs/architecture.md, "Ingest").
     """
     if raw is None:
         return None
