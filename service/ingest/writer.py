@@ -60,6 +60,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from itertools import islice
 from operator import itemgetter
 from typing import Any, Literal
 
@@ -576,7 +577,10 @@ class _Lane:
         # record, transactions took several times longer in the endpoint than without HTTP. So
         # only the group's first record is reported (first_ack), and every record of a request
         # written alone, the one place where a report names a refused request.
-        first, *rest = request.records
+        records = request.records
+        if not records:
+            return
+        first = records[0]
         reported: _Pending | None = item if item.alone or item.acknowledged is not None else None
         keyless = self._keyless_partition(request.topic)
         topic, produce = request.topic, self._producer.produce
@@ -586,7 +590,7 @@ class _Lane:
             partition = keyless if first.key is None else _BY_KEY
             self._produce(topic, first.key, first.value, headers, deadline, reported, partition)
             # The rest as tight as it gets: this loop runs once per record, holding the GIL.
-            for key, value in rest:
+            for key, value in islice(records, 1, None):
                 partition = keyless if key is None else _BY_KEY
                 try:
                     produce(topic, value, key, partition, on_delivery, headers=headers)
