@@ -16,7 +16,13 @@ from confluent_kafka import KafkaError, KafkaException
 
 from service.ingest.keys import KeyEntry, KeyLedger
 from service.ingest.parsing import Record
-from service.ingest.writer import KEY_HEADER, Answer, IngestRequest, IngestWriter
+from service.ingest.writer import (
+    KEY_HEADER,
+    WRITING_AT_ONCE,
+    Answer,
+    IngestRequest,
+    IngestWriter,
+)
 
 KEYS_TOPIC = "keys"
 
@@ -137,7 +143,9 @@ def kafka_error(code: int, **flags: bool) -> KafkaException:
 
 
 class Harness:
-    def __init__(self, ack_timeout_s: float = 2.0, lanes: int = 1) -> None:
+    def __init__(
+        self, ack_timeout_s: float = 2.0, lanes: int = 1, writing_at_once: int = WRITING_AT_ONCE
+    ) -> None:
         self.producers: list[FakeProducer] = []
         self.lanes: list[int] = []
         """The lane of each of `producers`."""
@@ -162,6 +170,7 @@ class Harness:
             ack_timeout_s,
             lanes=lanes,
             on_committed=self.count_commit,
+            writing_at_once=writing_at_once,
         )
 
     def count_commit(self) -> None:
@@ -461,6 +470,51 @@ def test_a_request_goes_to_an_idle_lane_not_into_a_waiting_transaction(
     waiting.acknowledging.set()
     assert first.result(5).outcome == "written"
     assert [v for t, _, v, _ in waiting.committed if t == "t"] == [b"a"]
+
+
+def test_lanes_take_turns_and_the_lane_that_just_wrote_goes_last() -> None:
+    """An id's next transaction has to wait for the markers of its last one: the lanes that
+    waited longest write first, so each id rests while the others write."""
+    harness = Harness(lanes=3, writing_at_once=2)
+    harness.writer.start()
+    try:
+        harness.wait_ready()
+        for number in range(7):
+            assert harness.send(f"k{number}", [b"%d" % number]).outcome == "written"
+        lane_of = {
+            value: lane
+            for producer, lane in zip(harness.producers, harness.lanes, strict=True)
+            for topic, _, value, _ in producer.committed
+            if topic == "lines-topic"
+        }
+        order = [lane_of[b"%d" % number] for number in range(7)]
+        assert sorted(order[:3]) == [0, 1, 2], order
+        assert order[3:] == order[:3] + order[:1], order
+    finally:
+        harness.writer.stop(5)
+
+
+def test_no_more_lanes_write_at_once_than_allowed_the_rest_join_open_transactions() -> None:
+    harness = Harness(lanes=3, writing_at_once=2)
+    harness.writer.start()
+    try:
+        harness.wait_ready()
+        for producer in harness.producers:
+            producer.acknowledging.clear()  # no acknowledgement from the broker yet
+        futures = []
+        for number in range(3):
+            futures.append(harness.writer.submit(request(f"k{number}", b"%d" % number)))
+            time.sleep(0.1)
+        writing = [p for p in harness.producers if p.open is not None]
+        assert len(writing) == 2, "a third lane began a transaction"
+        values = sorted(v for p in writing for t, _, v, _ in p.open or [] if t == "t")
+        assert values == [b"0", b"1", b"2"], "the third request did not join an open transaction"
+        for producer in harness.producers:
+            producer.acknowledging.set()
+        assert [f.result(5).outcome for f in futures] == ["written"] * 3
+        assert sum(p.transactions for p in harness.producers) == 2
+    finally:
+        harness.writer.stop(5)
 
 
 def test_a_key_of_an_unknown_outcome_is_unavailable_while_another_lane_writes(
