@@ -232,5 +232,9 @@ class IngestSettings(ConfigModel):
     memory stays under about this many times max_request_bytes."""
     linger_ms: int = Field(default=5, ge=0)
     """librdkafka's linger.ms for the ingest producer."""
+    key_header: bool = False
+    """Give every record the header dstreams.idempotency-key (its request's key), to trace a
+    record to its request. Off by default: nothing in dstreams reads it, and it adds the key and
+    about 30 bytes to each record (on ~100-byte records, a third more bytes on the brokers)."""
     tls: IngestTlsSettings = Field(default_factory=IngestTlsSettings)
     auth: IngestAuthSettings = Field(default_factory=IngestAuthSettings)

@@ -127,6 +127,7 @@ class IngestService:
             self.ingest.ack_timeout_ms / 1000,
             on_ready=self.metrics.set_ready,
             on_committed=self.metrics.transaction_committed,
+            key_header=self.ingest.key_header,
         )
         self.writer.start()
         auth = self.ingest.auth

@@ -13,8 +13,9 @@ once would only make the transactions smaller, and each costs the brokers the sa
 size. For each group:
 
 1. begin a transaction;
-2. produce every record of every request, each with the header ``dstreams.idempotency-key``
-   when the request has a key, and after a request's records its keys-topic record
+2. produce every record of every request (with the header ``dstreams.idempotency-key`` when
+   the request has a key and ``ingest.key_header`` is on), and after a request's records its
+   keys-topic record
    (`service.ingest.keys`); requests arriving before the transaction's first record is
    acknowledged join it (that wait is most of a transaction's time);
 3. commit: once it returns, every record is on the in-sync replicas (``min.insync.replicas``);
@@ -250,13 +251,16 @@ class IngestWriter:
         lanes: int = LANES,
         on_committed: Callable[[], None] = lambda: None,
         writing_at_once: int = WRITING_AT_ONCE,
+        key_header: bool = False,
     ) -> None:
         self.keys_topic = keys_topic
         self.ledger = ledger
         self.ack_timeout_s = ack_timeout_s
         self._on_ready = on_ready
         self._intake = _Intake(ledger, ack_timeout_s, writing_at_once=writing_at_once)
-        tools = _LaneTools(make_producer, read_keys, keys_topic, self._lane_changed, on_committed)
+        tools = _LaneTools(
+            make_producer, read_keys, keys_topic, self._lane_changed, on_committed, key_header
+        )
         self._lanes = [_Lane(index, self._intake, tools) for index in range(lanes)]
 
     # --- the intake -------------------------------------------------------------------------
@@ -366,6 +370,8 @@ class _LaneTools:
     """Called when a lane becomes ready or stops being so."""
     committed: Callable[[], None]
     """Called after each transaction that committed."""
+    key_header: bool
+    """Whether each record carries its request's key as a header (KEY_HEADER)."""
 
 
 class _Lane:
@@ -602,7 +608,8 @@ class _Lane:
 
         request = item.request
         # One list for all its records: the producer copies it into each record.
-        headers = [] if request.key is None else [(KEY_HEADER, request.key.encode())]
+        traced = request.key if self.tools.key_header else None
+        headers = [] if traced is None else [(KEY_HEADER, traced.encode())]
         # A delivery report runs Python, so each one takes the GIL from the HTTP side, and a
         # thread waiting for the GIL can wait a whole switch interval (5 ms): with a report per
         # record, transactions took several times longer in the endpoint than without HTTP. So

@@ -144,7 +144,11 @@ def kafka_error(code: int, **flags: bool) -> KafkaException:
 
 class Harness:
     def __init__(
-        self, ack_timeout_s: float = 2.0, lanes: int = 1, writing_at_once: int = WRITING_AT_ONCE
+        self,
+        ack_timeout_s: float = 2.0,
+        lanes: int = 1,
+        writing_at_once: int = WRITING_AT_ONCE,
+        key_header: bool = False,
     ) -> None:
         self.producers: list[FakeProducer] = []
         self.lanes: list[int] = []
@@ -171,6 +175,7 @@ class Harness:
             lanes=lanes,
             on_committed=self.count_commit,
             writing_at_once=writing_at_once,
+            key_header=key_header,
         )
 
     def count_commit(self) -> None:
@@ -218,12 +223,26 @@ def test_a_request_is_written_in_one_transaction_with_its_key(harness: Harness) 
     assert (answer.outcome, answer.records) == ("written", 2)
     (producer,) = harness.producers
     data = [(t, v, h) for t, _, v, h in producer.committed if t == "lines-topic"]
-    header = [(KEY_HEADER, b"k1")]
-    assert data == [("lines-topic", b"a", header), ("lines-topic", b"b", header)]
+    assert data == [("lines-topic", b"a", []), ("lines-topic", b"b", [])]  # no header by default
     (key_record,) = [(k, v) for t, k, v, _ in producer.committed if t == KEYS_TOPIC]
     assert key_record[0] == b"k1"
     assert KeyEntry.decode(key_record[1]).records == 2
     assert harness.ledger.get("k1") is not None
+
+
+def test_with_key_header_every_record_carries_its_requests_key() -> None:
+    harness = Harness(key_header=True)
+    harness.writer.start()
+    try:
+        harness.wait_ready()
+        assert harness.send("k1", [b"a", b"b"]).outcome == "written"
+        assert harness.send(None, [b"c"]).outcome == "written"  # no key, no header
+        (producer,) = harness.producers
+        data = [(v, h) for t, _, v, h in producer.committed if t == "lines-topic"]
+        header = [(KEY_HEADER, b"k1")]
+        assert data == [(b"a", header), (b"b", header), (b"c", [])]
+    finally:
+        harness.writer.stop(5)
 
 
 def test_a_retry_with_the_same_key_writes_nothing(harness: Harness) -> None:
