@@ -443,7 +443,7 @@ def test_past_the_keys_bound_a_new_key_is_429_and_no_key_is_forgotten() -> None:
 
 @pytest.fixture
 def two_lanes() -> Iterator[Harness]:
-    h = Harness(ack_timeout_s=0.5, lanes=2)
+    h = Harness(ack_timeout_s=0.5, lanes=2, writing_at_once=2)
     h.writer.start()
     h.wait_ready()
     yield h
@@ -513,8 +513,11 @@ def test_lanes_take_turns_and_the_lane_that_just_wrote_goes_last() -> None:
         harness.writer.stop(5)
 
 
-def test_no_more_lanes_write_at_once_than_allowed_the_rest_join_open_transactions() -> None:
-    harness = Harness(lanes=3, writing_at_once=2)
+@pytest.mark.parametrize("at_once", [1, 2])
+def test_no_more_lanes_write_at_once_than_allowed_the_rest_join_open_transactions(
+    at_once: int,
+) -> None:
+    harness = Harness(lanes=3, writing_at_once=at_once)
     harness.writer.start()
     try:
         harness.wait_ready()
@@ -525,13 +528,13 @@ def test_no_more_lanes_write_at_once_than_allowed_the_rest_join_open_transaction
             futures.append(harness.writer.submit(request(f"k{number}", b"%d" % number)))
             time.sleep(0.1)
         writing = [p for p in harness.producers if p.open is not None]
-        assert len(writing) == 2, "a third lane began a transaction"
+        assert len(writing) == at_once, "one lane more began a transaction"
         values = sorted(v for p in writing for t, _, v, _ in p.open or [] if t == "t")
         assert values == [b"0", b"1", b"2"], "the third request did not join an open transaction"
         for producer in harness.producers:
             producer.acknowledging.set()
         assert [f.result(5).outcome for f in futures] == ["written"] * 3
-        assert sum(p.transactions for p in harness.producers) == 2
+        assert sum(p.transactions for p in harness.producers) == at_once
     finally:
         harness.writer.stop(5)
 
