@@ -25,7 +25,7 @@ def rejected(content_type: str | None, body: bytes, **query: str) -> RequestReje
 
 def test_json_lines_become_one_record_each_with_bytes_as_sent() -> None:
     body = b'{"id": 1}\r\n\n  \n{"id":2}\n'
-    assert parse_records(NDJSON, {}, body, LIMITS) == [
+    assert list(parse_records(NDJSON, {}, body, LIMITS)) == [
         Record(None, b'{"id": 1}'),
         Record(None, b'{"id":2}'),
     ]
@@ -43,9 +43,9 @@ def test_key_gives_every_record_the_same_key() -> None:
 
 
 def test_json_body_is_one_record_and_raw_bodies_are_bytes() -> None:
-    assert parse_records("application/json", {}, b"[1, 2]", LIMITS) == [Record(None, b"[1, 2]")]
+    assert list(parse_records("application/json", {}, b"[1, 2]", LIMITS)) == [(None, b"[1, 2]")]
     raw = parse_records("application/octet-stream", {"key": "k"}, b"\x00\xff", LIMITS)
-    assert raw == [Record(b"k", b"\x00\xff")]
+    assert list(raw) == [Record(b"k", b"\x00\xff")]
 
 
 def test_malformed_json_names_the_line() -> None:
@@ -146,7 +146,7 @@ def test_every_record_must_pass_the_sources_decoder() -> None:
     with pytest.raises(RequestRejected) as raw:
         parse_records("application/octet-stream", {}, b"\xff", LIMITS, get_codec("utf-8"))
     assert raw.value.status == 422 and raw.value.record == 1
-    assert parse_records(NDJSON, {}, b'{"price": 1}\n', LIMITS, decoder) == [
+    assert list(parse_records(NDJSON, {}, b'{"price": 1}\n', LIMITS, decoder)) == [
         Record(None, b'{"price": 1}')
     ]
 
@@ -159,4 +159,4 @@ def test_keys_must_pass_the_sources_key_codec() -> None:
         parse_records(NDJSON, {"key": "not json"}, b"1\n", LIMITS, decoder)
     problem = caught.value
     assert problem.status == 422 and "key:" in problem.message
-    assert parse_records(NDJSON, {"key": "7"}, b"1\n", LIMITS, decoder)[0].key == b"7"
+    assert list(parse_records(NDJSON, {"key": "7"}, b"1\n", LIMITS, decoder))[0].key == b"7"

@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from service.ingest.keys import KeyEntry, KeyLedger
-from service.ingest.parsing import Record
+from service.ingest.parsing import Records
 from service.ingest.writer import (
     KEY_HEADER,
     WRITING_AT_ONCE,
@@ -204,7 +204,7 @@ class Harness:
             time.sleep(0.01)
 
     def send(self, key: str | None, values: list[bytes], fingerprint: str = "fp") -> Answer:
-        records = [Record(None, v) for v in values]
+        records = Records(list(values))
         request = IngestRequest("lines", "lines-topic", records, key, fingerprint)
         return self.writer.submit(request).result(timeout=10)
 
@@ -223,7 +223,7 @@ def test_a_request_is_written_in_one_transaction_with_its_key(harness: Harness) 
     assert (answer.outcome, answer.records) == ("written", 2)
     (producer,) = harness.producers
     data = [(t, v, h) for t, _, v, h in producer.committed if t == "lines-topic"]
-    assert data == [("lines-topic", b"a", []), ("lines-topic", b"b", [])]  # no header by default
+    assert data == [("lines-topic", b"a", None), ("lines-topic", b"b", None)]  # no header
     (key_record,) = [(k, v) for t, k, v, _ in producer.committed if t == KEYS_TOPIC]
     assert key_record[0] == b"k1"
     assert KeyEntry.decode(key_record[1]).records == 2
@@ -240,7 +240,7 @@ def test_with_key_header_every_record_carries_its_requests_key() -> None:
         (producer,) = harness.producers
         data = [(v, h) for t, _, v, h in producer.committed if t == "lines-topic"]
         header = [(KEY_HEADER, b"k1")]
-        assert data == [(b"a", header), (b"b", header), (b"c", [])]
+        assert data == [(b"a", header), (b"b", header), (b"c", None)]
     finally:
         harness.writer.stop(5)
 
@@ -262,9 +262,9 @@ def test_a_key_reused_for_other_records_is_a_mismatch(harness: Harness) -> None:
 def test_requests_arriving_before_the_first_ack_join_the_transaction(harness: Harness) -> None:
     producer = harness.producers[0]
     producer.acknowledging.clear()  # the broker has not acknowledged anything yet
-    first = harness.writer.submit(IngestRequest("lines", "t", [Record(None, b"a")], "k1", "f"))
+    first = harness.writer.submit(IngestRequest("lines", "t", Records([b"a"]), "k1", "f"))
     time.sleep(0.1)  # the first transaction is open, waiting for its first acknowledgement
-    late = harness.writer.submit(IngestRequest("lines", "t", [Record(None, b"b")], "k2", "f"))
+    late = harness.writer.submit(IngestRequest("lines", "t", Records([b"b"]), "k2", "f"))
     time.sleep(0.1)
     producer.acknowledging.set()
     assert first.result(10).outcome == "written" and late.result(10).outcome == "written"
@@ -331,7 +331,7 @@ def test_a_key_being_written_is_in_progress(harness: Harness) -> None:
     # ~1 s of retriable commit errors (not a timeout, which would finish the producer)
     release = [kafka_error(KafkaError.COORDINATOR_LOAD_IN_PROGRESS, retriable=True)] * 20
     producer.commit_errors = list(release)
-    request = IngestRequest("lines", "lines-topic", [Record(None, b"a")], "k1", "fp")
+    request = IngestRequest("lines", "lines-topic", Records([b"a"]), "k1", "fp")
     first = harness.writer.submit(request)
     time.sleep(0.2)
     assert harness.writer.submit(request).result(timeout=1).outcome == "in_progress"
@@ -364,7 +364,7 @@ def test_a_request_kafka_refuses_is_found_alone_and_the_rest_of_its_group_is_wri
     producer.acknowledging.clear()  # hold the first transaction open so that all three join it
     harness.refused_values[b"huge"] = code
     futures = [
-        harness.writer.submit(IngestRequest("lines", "t", [Record(None, v)], k, "f"))
+        harness.writer.submit(IngestRequest("lines", "t", Records([v]), k, "f"))
         for v, k in ((b"a", "k1"), (b"huge", "k2"), (b"b", "k3"))
     ]
     time.sleep(0.1)
@@ -389,7 +389,7 @@ def test_after_a_refusal_the_next_group_of_several_requests_is_written(harness: 
     producer = harness.producers[1]
     producer.acknowledging.clear()  # hold the transaction open so that both requests join it
     futures = [
-        harness.writer.submit(IngestRequest("lines", "t", [Record(None, v)], k, "f"))
+        harness.writer.submit(IngestRequest("lines", "t", Records([v]), k, "f"))
         for v, k in ((b"a", "k2"), (b"b", "k3"))
     ]
     time.sleep(0.1)
@@ -451,7 +451,7 @@ def two_lanes() -> Iterator[Harness]:
 
 
 def request(key: str, value: bytes) -> IngestRequest:
-    return IngestRequest("lines", "t", [Record(None, value)], key, "fp")
+    return IngestRequest("lines", "t", Records([value]), key, "fp")
 
 
 def test_not_ready_until_every_lane_has_fenced_its_id() -> None:
@@ -574,7 +574,7 @@ def test_a_transactions_keyless_records_go_to_one_partition_and_the_next_to_the_
     for n in range(TOPIC_PARTITIONS + 1):
         harness.send(f"k{n}", [b"a", b"b", b"c"])
     harness.writer.submit(
-        IngestRequest("lines", "lines-topic", [Record(b"key", b"d")], "keyed", "f")
+        IngestRequest("lines", "lines-topic", Records([b"d"], b"key"), "keyed", "f")
     ).result(10)
     producer = harness.producers[0]
     keyless = [(t, p) for t, topic, p in producer.partitions if topic == "lines-topic"]
