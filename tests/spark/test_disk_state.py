@@ -18,6 +18,7 @@ from service.cli.checkpoint import checkpoint
 from service.graph import functions
 from service.graph.context import StreamingContext
 from service.graph.disk_state import DiskKeyedState
+from service.graph.disk_store import LocalStore
 from service.testing import FIRST_BATCH_MS, INTERVAL_MS
 from sinks.memory import MemorySink
 from tests.spark import test_state_recovery as recovery
@@ -150,6 +151,14 @@ def test_changes_equal_the_model_and_queries_read_the_completed_batch(
     assert isinstance(disk_state, DiskKeyedState)
     assert disk_state.local_keys() == len(final)
     assert disk_state.local_bytes() > 0
+    # A store that cannot be read counts none; the others are still counted.
+    unreadable = disk_state.task().store_path(0)
+    with LocalStore(unreadable, read_only=True) as store:
+        lost = store.keys
+    for leftover in unreadable.parent.glob(f"{unreadable.name}*"):
+        leftover.unlink()
+    unreadable.write_bytes(b"not a database")
+    assert disk_state.local_keys() == len(final) - lost
 
 
 @pytest.mark.parametrize("lose_local_stores", [False, True])
